@@ -1,0 +1,44 @@
+"""scriptbridge: run agent-written Python scripts in a fresh, restricted subprocess, and hand
+them tool results without leaking what a server asked to keep out of the agent's reach.
+
+The public surface is this list of explicit re-exports (see ``API.md``); every other module
+but :mod:`scriptbridge.markers` and :mod:`scriptbridge.lanes` is private.
+"""
+
+from ._blocks import SCRIPT_VIEW as SCRIPT_VIEW
+from ._claims import Claims as Claims
+from ._claims import read_claims as read_claims
+from ._classify import Classification as Classification
+from ._classify import classify_block as classify_block
+from ._exceptions import FetchError as FetchError
+from ._exceptions import LimitExceeded as LimitExceeded
+from ._exceptions import ProtocolViolation as ProtocolViolation
+from ._exceptions import SandboxCrashed as SandboxCrashed
+from ._exceptions import ScriptBridgeError as ScriptBridgeError
+from ._exceptions import ScriptFailed as ScriptFailed
+from ._exceptions import ScriptRejected as ScriptRejected
+from ._registry import Journal as Journal
+from ._registry import ReferenceRecord as ReferenceRecord
+from ._registry import ReferenceRegistry as ReferenceRegistry
+from ._render import render_script_view as render_script_view
+from ._render import render_withheld_view as render_withheld_view
+
+__all__ = [
+    "SCRIPT_VIEW",
+    "Claims",
+    "Classification",
+    "FetchError",
+    "Journal",
+    "LimitExceeded",
+    "ProtocolViolation",
+    "ReferenceRecord",
+    "ReferenceRegistry",
+    "SandboxCrashed",
+    "ScriptBridgeError",
+    "ScriptFailed",
+    "ScriptRejected",
+    "classify_block",
+    "read_claims",
+    "render_script_view",
+    "render_withheld_view",
+]

@@ -1,0 +1,322 @@
+"""The reference registry: one record per uri, and RFC-005's sticky ``never`` (SPEC section 4).
+
+Only :meth:`ReferenceRegistry.ingest` registers references and applies ``never`` marks, and it
+is synchronous: between reading a result and marking, nothing can be awaited, so no fetch of
+a marked reference can be served first. Classifying and rendering never mark.
+
+Guarantees:
+
+- A record's id is ``ref_`` and 12 random hex digits, never derived from its uri.
+- The first ``never`` read for a uri marks its record, and nothing clears the mark while the
+  record lives. A mark survives eviction too: marked uris are kept in a separate bounded set,
+  and a new record for such a uri starts marked.
+- The first mark forgets the record's saved path and verified facts, calls the removal hook
+  with the old path, then tells each mark listener (the fetcher aborts a flight there). A hook
+  that raises is logged with the path and retried at the next :meth:`~ReferenceRegistry.sweep`
+  (each ingest sweeps).
+- A never from a server other than the record's bound server still marks, and is logged with
+  both server ids.
+- A result whose claims can't be read whole flags each of its records as unfetchable,
+  stickily, and is logged with the reason.
+- Journals keep each record as it stood before its first change during the journal.
+
+Choices where SPEC is silent: a record keeps the server it was first bound to (a later delivery
+of the same uri by another server refreshes its name, media type, size and expiry, but can't
+rebind it, so one server can't have another's uri read through itself); an evicted record's
+saved copy stays on disk (it was never marked). The registry is not thread-safe: use it from
+one thread (the trio thread of a host).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import secrets
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from ._claims import read_claims
+from ._classify import Reference
+
+__all__ = ["Journal", "ReferenceRecord", "ReferenceRegistry"]
+
+log = logging.getLogger("scriptbridge.registry")
+
+RemovalHook = Callable[[str], None]
+"""Removes a saved copy, given its workspace-relative path; raises ``OSError`` on failure."""
+
+MarkListener = Callable[["ReferenceRecord"], None]
+
+
+@dataclass(slots=True)
+class ReferenceRecord:
+    """What the host knows of one reference. Read it; change it only through the registry.
+
+    ``saved_path`` is workspace-relative (``refs/<id>.<ext>``) and set only for an unmarked
+    record; ``verified_bytes`` and ``sha256`` are facts the fetcher checked. ``unreadable``
+    means a result naming it could not be read whole for a never: it is never fetched.
+    """
+
+    id: str
+    uri: str
+    server: str | None
+    name: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
+    expires: str | None = None
+    saved_path: str | None = None
+    verified_bytes: int | None = None
+    sha256: str | None = None
+    payload_never: bool = False
+    unreadable: bool = False
+
+
+class Journal:
+    """Keeps each record as it stood before its first change while the journal is open.
+
+    Open one per script run with :meth:`ReferenceRegistry.journal`; :meth:`as_it_stood` then
+    tells what the run could have shown for a uri when it began.
+    """
+
+    def __init__(self) -> None:
+        self._kept: dict[str, ReferenceRecord | None] = {}
+
+    def keep(self, uri: str, record: ReferenceRecord | None) -> None:
+        """Keep a copy of ``record`` (``None``: the uri had no record) unless one is kept."""
+        if uri not in self._kept:
+            self._kept[uri] = copy.copy(record) if record is not None else None
+
+    def as_it_stood(self, uri: str, live: ReferenceRecord | None) -> ReferenceRecord | None:
+        """The record for ``uri`` as it stood when the journal opened (``live`` if unchanged)."""
+        return self._kept.get(uri, live)
+
+    def changed(self) -> frozenset[str]:
+        """The uris whose records changed (or appeared, or left) while the journal was open."""
+        return frozenset(self._kept)
+
+
+class ReferenceRegistry:
+    """Reference records keyed by the raw uri, with sticky never marks (see the module doc)."""
+
+    def __init__(self, capacity: int = 2000, never_capacity: int = 100_000) -> None:
+        if capacity < 1 or never_capacity < 1:
+            raise ValueError("capacity and never_capacity must be at least 1")
+        self.capacity = capacity
+        self.never_capacity = never_capacity
+        self._by_uri: OrderedDict[str, ReferenceRecord] = OrderedDict()
+        self._by_id: dict[str, ReferenceRecord] = {}
+        self._never: OrderedDict[str, None] = OrderedDict()
+        self._journals: list[Journal] = []
+        self._removal_hook: RemovalHook | None = None
+        self._pending_removals: dict[str, None] = {}
+        self._mark_listeners: list[MarkListener] = []
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._by_uri)
+
+    def record_for(self, uri: str) -> ReferenceRecord | None:
+        """The live record for ``uri`` as sent, or ``None``. Pure: doesn't touch LRU order."""
+        return self._by_uri.get(uri)
+
+    def get(self, ref_id: str) -> ReferenceRecord | None:
+        """The live record with id ``ref_id``, or ``None``. Pure."""
+        return self._by_id.get(ref_id)
+
+    def is_marked(self, uri: str) -> bool:
+        """Whether a never was read for ``uri`` (its record is marked, or will start marked)."""
+        record = self._by_uri.get(uri)
+        return (record is not None and record.payload_never) or uri in self._never
+
+    # --- wiring -----------------------------------------------------------------------------
+
+    def set_removal_hook(self, hook: RemovalHook | None) -> None:
+        """Set what removes a saved copy when its record is first marked (the workspace's)."""
+        self._removal_hook = hook
+
+    def add_mark_listener(self, listener: MarkListener) -> Callable[[], None]:
+        """Call ``listener(record)`` right after each first mark; returns its remover."""
+        self._mark_listeners.append(listener)
+        return lambda: self._mark_listeners.remove(listener)
+
+    @contextmanager
+    def journal(self) -> Iterator[Journal]:
+        """Open a journal for the duration of the ``with`` block (one per script run)."""
+        journal = Journal()
+        self._journals.append(journal)
+        try:
+            yield journal
+        finally:
+            self._journals.remove(journal)
+
+    # --- ingestion --------------------------------------------------------------------------
+
+    def ingest(self, result: object, *, server: str | None) -> list[ReferenceRecord]:
+        """Register a tool result's references and apply its never marks, before returning.
+
+        Accepts a dict or a ``CallToolResult``; ``server`` is the id of the server it came from
+        (``None`` for a host tool). Returns the records it registered, in the order the result
+        names them, each once. Never raises on hostile input; an unreadable result is logged
+        and its records flagged unfetchable (SPEC section 3).
+        """
+        self.sweep()
+        claims = read_claims(result)
+        for uri in claims.never:
+            self._mark(uri, server)
+        records: dict[str, ReferenceRecord] = {}
+        for reference in claims.references:
+            record = self._register(reference, server)
+            if claims.unreadable is not None and not record.unreadable:
+                self._before_change(record)
+                record.unreadable = True
+            records.setdefault(record.id, record)
+        if claims.unreadable is not None:
+            log.warning(
+                "a result from server %r couldn't be read whole for a never (%s); "
+                "none of its %d references will be fetched",
+                server,
+                claims.unreadable,
+                len(records),
+            )
+        return list(records.values())
+
+    # --- the fetcher's side -------------------------------------------------------------------
+
+    def record_saved(self, record: ReferenceRecord, path: str, size: int, sha256: str) -> bool:
+        """Record a completed saved copy; returns ``False`` (and records nothing) when the record
+        is marked, flagged unreadable or no longer live, in which case the caller removes the copy.
+        """
+        if record.payload_never or record.unreadable or self._by_id.get(record.id) is not record:
+            return False
+        self._before_change(record)
+        record.saved_path = path
+        record.verified_bytes = size
+        record.sha256 = sha256
+        return True
+
+    def sweep(self) -> None:
+        """Retry each removal that failed earlier; those that fail again stay pending."""
+        if not self._pending_removals or self._removal_hook is None:
+            return
+        for path in list(self._pending_removals):
+            if self._remove(path):
+                del self._pending_removals[path]
+
+    @property
+    def pending_removals(self) -> tuple[str, ...]:
+        """Saved copies whose removal failed and will be retried at the next sweep."""
+        return tuple(self._pending_removals)
+
+    # --- internals --------------------------------------------------------------------------
+
+    def _before_change(self, record: ReferenceRecord | None, uri: str | None = None) -> None:
+        key = record.uri if record is not None else uri
+        assert key is not None
+        for journal in self._journals:
+            journal.keep(key, record)
+
+    def _register(self, reference: Reference, server: str | None) -> ReferenceRecord:
+        record = self._by_uri.get(reference.uri)
+        if record is None:
+            self._before_change(None, reference.uri)
+            record = ReferenceRecord(
+                id=self._new_id(),
+                uri=reference.uri,
+                server=server,
+                name=reference.name,
+                mime_type=reference.mime,
+                size=reference.size,
+                expires=reference.expires,
+                payload_never=reference.uri in self._never,
+            )
+            self._by_uri[reference.uri] = record
+            self._by_id[record.id] = record
+            self._evict()
+            return record
+        self._by_uri.move_to_end(reference.uri)
+        fresh = {
+            "name": reference.name,
+            "mime_type": reference.mime,
+            "size": reference.size,
+            "expires": reference.expires,
+        }
+        changes = {k: v for k, v in fresh.items() if v is not None and getattr(record, k) != v}
+        if changes:
+            self._before_change(record)
+            for field, value in changes.items():
+                setattr(record, field, value)
+        return record
+
+    def _evict(self) -> None:
+        while len(self._by_uri) > self.capacity:
+            uri, record = next(iter(self._by_uri.items()))
+            self._before_change(record)
+            del self._by_uri[uri]
+            del self._by_id[record.id]
+
+    def _new_id(self) -> str:
+        while True:
+            ref_id = f"ref_{secrets.token_hex(6)}"
+            if ref_id not in self._by_id:
+                return ref_id
+
+    def _mark(self, uri: str, server: str | None) -> None:
+        self._remember_never(uri)
+        record = self._by_uri.get(uri)
+        if record is None:
+            return
+        if record.server is not None and server is not None and record.server != server:
+            log.warning(
+                "server %r marked never a reference bound to server %r (%s); marked anyway",
+                server,
+                record.server,
+                record.id,
+            )
+        if record.payload_never:
+            return
+        self._before_change(record)
+        old_path = record.saved_path
+        record.payload_never = True
+        record.saved_path = None
+        record.verified_bytes = None
+        record.sha256 = None
+        if old_path is not None:
+            log.info("removing %s: %s was marked never", old_path, record.id)
+            if not self._remove(old_path):
+                self._pending_removals[old_path] = None
+        for listener in list(self._mark_listeners):
+            try:
+                listener(record)
+            except Exception:
+                log.exception("a mark listener failed for %s", record.id)
+
+    def _remove(self, path: str) -> bool:
+        if self._removal_hook is None:
+            log.error("no removal hook is set: %s stays on disk", path)
+            return False
+        try:
+            self._removal_hook(path)
+        except Exception as exc:
+            log.error("couldn't remove %s (%s); will retry at the next sweep", path, exc)
+            return False
+        return True
+
+    def _remember_never(self, uri: str) -> None:
+        if uri in self._never:
+            self._never.move_to_end(uri)
+            return
+        self._never[uri] = None
+        if len(self._never) <= self.never_capacity:
+            return
+        for old in self._never:
+            if old != uri and old not in self._by_uri:
+                del self._never[old]
+                log.error(
+                    "the never set is full (%d uris): forgot the oldest unrecorded one",
+                    self.never_capacity,
+                )
+                return
+        log.error("the never set is full and every uri in it has a live record; kept them all")

@@ -1,0 +1,211 @@
+"""Every marker and notice a lane or a script can show, with the helpers that build them.
+
+The strings here are part of the behaviour contract (SPEC section 2): lanes, the script view and
+the fetcher import them from this module and nowhere else. Each fixed text is a named constant;
+each text that names a media type or a size is a function of its arguments.
+
+Helpers:
+
+- :func:`well_formed` replaces every lone surrogate with U+FFFD, so any text that leaves the
+  library encodes as UTF-8.
+- :func:`clean_label` is the media-type (and name) cleaner: control and format characters
+  removed (bidi overrides included), whitespace collapsed, cut at a bound, made well formed.
+- :func:`size_label` is ``~NB`` under 1,024 bytes, ``~NKB`` (rounded, at least 1) under 1 MiB,
+  otherwise ``~N.NMB``.
+- :func:`decoded_size` is a base64 string's decoded size, computed without decoding it.
+
+Beyond SPEC's table this module adds ``UNREADABLE_VALUE``, shown in a script's view in place of a
+value that is not plain data (an object a Python tool returned that no walk can read).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from typing import Final, Literal
+
+__all__ = [
+    "DATA_TOO_DEEP",
+    "EMBEDDED_NO_MEDIA_TYPE",
+    "EMBEDDED_UNREADABLE",
+    "FETCH_HINT",
+    "INLINE_NO_MEDIA_TYPE",
+    "PAYLOAD_NEVER",
+    "REFERENCE_NO_LINK",
+    "REFERENCE_UNREGISTERED",
+    "SYSTEM_TEXT_ONLY",
+    "UNKNOWN_BLOCK",
+    "UNREADABLE_RESULT",
+    "UNREADABLE_VALUE",
+    "WITHHELD_DISPOSITION",
+    "audio_in_tool_result",
+    "clean_label",
+    "decoded_size",
+    "embedded_unshowable",
+    "fetch_refused",
+    "image_placeholder",
+    "inline_no_data",
+    "reference_stub",
+    "size_label",
+    "well_formed",
+]
+
+REFERENCE_NO_LINK: Final = "[Reference not shown: it arrived without a link.]"
+EMBEDDED_NO_MEDIA_TYPE: Final = "[Resource not shown: its data arrived without a media type.]"
+EMBEDDED_UNREADABLE: Final = (
+    "[Resource not shown: its contents arrived as neither text nor data, or as both.]"
+)
+PAYLOAD_NEVER: Final = "a server asked that its content never reach you or your tools"
+SYSTEM_TEXT_ONLY: Final = "[image block not shown: the system prompt carries text only.]"
+WITHHELD_DISPOSITION: Final = "[Content withheld: inline content can't carry a disposition.]"
+UNKNOWN_BLOCK: Final = "[Block not shown: this host doesn't know its type.]"
+INLINE_NO_MEDIA_TYPE: Final = "[Data not shown: it arrived without a media type.]"
+DATA_TOO_DEEP: Final = "[Data not shown: it is nested deeper than this host reads.]"
+UNREADABLE_VALUE: Final = "[Data not shown: this host can't read a value of its kind.]"
+REFERENCE_UNREGISTERED: Final = "the host didn't register this reference"
+UNREADABLE_RESULT: Final = (
+    "its result couldn't be read whole for a server's never, so nothing in it is fetched"
+)
+FETCH_HINT: Final = "not fetched yet; fetch it by its id to read it"
+
+MEDIA_TYPE_MAX_CHARS: Final = 100
+"""Where :func:`clean_label` cuts a media type."""
+
+_KIB: Final = 1024
+_MIB: Final = 1024 * 1024
+
+
+def well_formed(text: str) -> str:
+    """Return ``text`` with every lone surrogate replaced by U+FFFD.
+
+    The result always encodes as UTF-8. Linear in ``len(text)``; returns ``text`` itself when it
+    is already well formed.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_WHITESPACE: Final = re.compile(r"\s+")
+
+
+@functools.cache
+def _invisible() -> re.Pattern[str]:
+    """A character class of every control (Cc) and format (Cf) code point, built once.
+
+    Cc and Cf live in planes 0, 1 and 14 only, so only those are scanned (about 10 ms).
+    """
+    ranges: list[list[int]] = []
+    for code in (*range(0x20000), *range(0xE0000, 0xE1000)):
+        if unicodedata.category(chr(code)) in ("Cc", "Cf"):
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1][1] = code
+            else:
+                ranges.append([code, code])
+    body = "".join(f"{re.escape(chr(low))}-{re.escape(chr(high))}" for low, high in ranges)
+    return re.compile(f"[{body}]")
+
+
+def clean_label(text: str, limit: int = MEDIA_TYPE_MAX_CHARS) -> str:
+    """Clean a server-sent label (a media type or a name) for showing in a marker.
+
+    Control and format characters (bidi overrides, zero-width characters) are removed,
+    whitespace runs collapse to one space and the ends are stripped, the text is cut at
+    ``limit`` characters, and the result is made well formed. Linear in ``len(text)``; never
+    raises.
+    """
+    visible = _invisible().sub("", text)
+    collapsed = _WHITESPACE.sub(" ", visible).strip()
+    return well_formed(collapsed[:limit])
+
+
+def size_label(size: int) -> str:
+    """Return a size in bytes as ``~NB``, ``~NKB`` (rounded, at least 1) or ``~N.NMB``."""
+    size = max(0, size)
+    if size < _KIB:
+        return f"~{size}B"
+    if size < _MIB:
+        return f"~{max(1, (size + _KIB // 2) // _KIB)}KB"
+    return f"~{size / _MIB:.1f}MB"
+
+
+def decoded_size(blob: str) -> int:
+    """Return how many bytes the base64 text ``blob`` decodes to, without decoding it.
+
+    Whitespace is ignored and trailing ``=`` padding subtracted, so a well-formed blob gets its
+    exact decoded size. Malformed base64 gets the size its length implies. Linear in
+    ``len(blob)``, with no copy of the blob; never raises.
+    """
+    length = len(blob)
+    for space in " \t\r\n\f\v":
+        length -= blob.count(space)
+    tail = blob[-16:].rstrip()
+    padding = len(tail) - len(tail.rstrip("="))
+    return max(0, length * 3 // 4 - min(padding, 2))
+
+
+def _media(mime: str, size: int) -> str:
+    return f"{clean_label(mime)}, {size_label(size)}"
+
+
+def embedded_unshowable(mime: str, size: int) -> str:
+    """The marker for an embedded blob of a type no lane shows; ``size`` is its decoded size."""
+    return f"[Resource not shown: this host can't display its data ({_media(mime, size)}).]"
+
+
+def inline_no_data(kind: Literal["image", "audio"]) -> str:
+    """The model lanes' marker for inline image or audio data that arrived empty."""
+    return f"[{kind} not shown: it arrived without data.]"
+
+
+def audio_in_tool_result(mime: str, size: int) -> str:
+    """The tool-result lanes' marker for audio, which those lanes don't carry."""
+    return (
+        "[Audio not shown: this host's tool results carry text and images only "
+        f"({_media(mime, size)}).]"
+    )
+
+
+def image_placeholder(mime: str, size: int) -> str:
+    """The stored copy's placeholder for an image, e.g. ``[image: image/png, ~3KB]``."""
+    return f"[image: {_media(mime, size)}]"
+
+
+def reference_stub(
+    ref_id: str | None,
+    name: str | None,
+    mime: str | None,
+    size: int | None,
+    tail: str,
+) -> str:
+    """A reference's stub line.
+
+    For example ``[reference ref_9f2c: report.pdf (application/pdf, ~12KB) — TAIL]``.
+    ``tail`` is ``saved: refs/...``, :data:`FETCH_HINT`, :data:`PAYLOAD_NEVER` or another
+    unfetchable reason. The id, name, media type and size are each left out when unknown
+    (``None`` or blank after cleaning). The whole line is well formed.
+    """
+    head = "[reference"
+    if ref_id:
+        head += f" {clean_label(ref_id)}"
+    label = clean_label(name, limit=200) if name else ""
+    facts = [part for part in (clean_label(mime) if mime else "",) if part]
+    if size is not None:
+        facts.append(size_label(size))
+    if facts:
+        label = f"{label} ({', '.join(facts)})" if label else f"({', '.join(facts)})"
+    if label:
+        head += f": {label}"
+    return well_formed(f"{head} — {tail}]")
+
+
+def fetch_refused(ref_id: str, reason: str) -> str:
+    """The host-facing answer to a fetch that can't be served, e.g. for a never-marked record.
+
+    ``couldn't fetch "<id>": <reason>. Calling again won't change that.``
+    """
+    return well_formed(f'couldn\'t fetch "{ref_id}": {reason}. Calling again won\'t change that.')
