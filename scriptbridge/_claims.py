@@ -22,7 +22,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ._classify import Embedded, Reference, Withheld, classify_block, is_block
+from ._classify import (
+    Classification,
+    Embedded,
+    Reference,
+    Withheld,
+    classify_block,
+    is_block,
+)
 from ._walk import MAX_DEPTH, NODE_BUDGET, PLAIN_SCALARS, result_dict
 
 
@@ -40,8 +47,12 @@ class Claims:
     unreadable: str | None
 
 
-def read_claims(result: object) -> Claims:
-    """Read a tool result's claims (dict or ``CallToolResult``). Pure; linear; never raises."""
+def read_claims(result: object, memo: dict[int, Classification] | None = None) -> Claims:
+    """Read a tool result's claims (dict or ``CallToolResult``). Pure; linear; never raises.
+
+    When ``memo`` is given, each block's classification is stored in it under ``id(block)``,
+    so a walk of the same result right after (the renderer's) needn't classify it again.
+    """
     top = result_dict(result)
     if top is None:
         return Claims(frozenset(), (), "the tool result is not a dict")
@@ -54,8 +65,6 @@ def read_claims(result: object) -> Claims:
     try:
         while stack:
             value, depth = stack.pop()
-            if isinstance(value, PLAIN_SCALARS):
-                continue
             if not isinstance(value, dict | list | tuple):
                 problem = problem or f"it holds a value of type {type(value).__name__}"
                 continue
@@ -69,6 +78,8 @@ def read_claims(result: object) -> Claims:
             if isinstance(value, dict):
                 if depth > 0 and is_block(value):
                     claim = classify_block(value)
+                    if memo is not None:
+                        memo[id(value)] = claim
                     if isinstance(claim, Reference):
                         references.append(claim)
                         if claim.never:
@@ -87,8 +98,11 @@ def read_claims(result: object) -> Claims:
             if nodes > NODE_BUDGET:
                 problem = problem or f"it holds more than {NODE_BUDGET:,} values"
                 break
-            children.reverse()
-            stack.extend((child, depth + 1) for child in children)
+            below = depth + 1
+            stack.extend(
+                [(child, below) for child in reversed(children)
+                 if not isinstance(child, PLAIN_SCALARS)]
+            )
     except Exception as exc:  # a hostile container type whose iteration raises
         problem = problem or f"reading it raised {type(exc).__name__}"
     return Claims(frozenset(never), tuple(references), problem)

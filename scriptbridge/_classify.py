@@ -1,7 +1,7 @@
 """The one classifier every lane uses (SPEC section 2).
 
 :func:`classify_block` reads one block (any Python value) and returns one of a closed set of
-frozen classes, the :data:`Classification` union. Every lane switches over it with ``match``
+value classes, the :data:`Classification` union. Every lane switches over it with ``match``
 and ends in ``typing.assert_never``, so mypy proves that no kind falls through to a default.
 
 Classification is pure and total: it reads a few fields with explicit type checks, never
@@ -22,6 +22,10 @@ Choices where SPEC is silent, written down here:
 - A ``resource_link`` without a uri of its own is a reference without a link.
 - ``size`` counts only as a non-negative ``int`` (``bool`` excluded); ``name``, ``mimeType`` and
   ``expires`` only as strings.
+
+The classification classes are values: treat them as immutable. They are not ``frozen``
+dataclasses only because a frozen init costs about five times as much, and every block of every
+result is classified (measured in ``benchmarks/render.py``).
 """
 
 from __future__ import annotations
@@ -38,14 +42,14 @@ MediaKind = Literal["image", "audio"]
 _SHOWABLE_MEDIA: Final = re.compile(r"(image|audio)/[^/]", re.IGNORECASE)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Text:
     """Kind 1: text (raw; lanes make it well formed where it leaves the library)."""
 
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Inline:
     """Kind 2: inline image or audio data with a media type (``data`` may be empty)."""
 
@@ -54,14 +58,14 @@ class Inline:
     mime: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class InlineNoMediaType:
     """Kind 2: inline data that arrived without a usable media type."""
 
     kind: MediaKind
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Withheld:
     """Kind 3: inline data or an embedded resource that claims a disposition.
 
@@ -73,7 +77,7 @@ class Withheld:
     embedded: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Reference:
     """Kinds 4 and 5: a reference to a uri (MCPL reference, resource link, by-uri image/audio)."""
 
@@ -86,7 +90,7 @@ class Reference:
     expires: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Marker:
     """Embedded contents no lane shows as themselves: the marker text they show instead."""
 
@@ -97,7 +101,7 @@ EmbeddedContents = Text | Inline | Marker
 """What an embedded resource's contents show as: the ordinary block they make, or a marker."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Embedded:
     """Kind 6: MCP's embedded resource. ``uri`` is never shown anywhere."""
 
@@ -105,12 +109,12 @@ class Embedded:
     contents: EmbeddedContents
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class NoLink:
     """Kind 7: a resource block with no uri of its own and no usable embedded record."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ScriptObject:
     """A ``{"type": "reference", "id": ...}`` dict: a script object only if the id is registered.
 
@@ -121,7 +125,7 @@ class ScriptObject:
     ref_id: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Unknown:
     """Kind 8: any other type, a malformed block of a known type, or a non-dict."""
 

@@ -37,6 +37,7 @@ from urllib.parse import urlsplit
 from . import markers
 from ._claims import Claims, read_claims
 from ._classify import (
+    Classification,
     Embedded,
     EmbeddedContents,
     Inline,
@@ -67,7 +68,8 @@ def render_script_view(result: object, registry: ReferenceRegistry) -> dict[str,
     top = result_dict(result)
     if top is None:
         return {"content": [_text(markers.UNKNOWN_BLOCK)], "data": None, "isError": False}
-    walk = _Walk(registry, read_claims(top))
+    memo: dict[int, Classification] = {}
+    walk = _Walk(registry, read_claims(top, memo), memo)
     return {
         "content": walk.content(top.get("content")),
         "data": walk.value(_data_of(top), depth=1),
@@ -91,7 +93,8 @@ def render_withheld_view(
     data = _data_of(top)
     kept: dict[str, Any] | None = None
     if isinstance(data, dict) and not is_block(data):
-        walk = _Walk(registry, read_claims(top))
+        memo: dict[int, Classification] = {}
+        walk = _Walk(registry, read_claims(top, memo), memo)
         picked = {name: data[name] for name in keep if name in data}
         kept = walk.value(picked, depth=1)
     return {"content": [], "data": kept, "isError": top.get("isError") is True}
@@ -130,6 +133,8 @@ class _Walk:
 
     registry: ReferenceRegistry
     claims: Claims
+    memo: dict[int, Classification]
+    """Classifications the claims walk made of this result's blocks, by ``id(block)``."""
     seen: set[int] = field(default_factory=set)
     nodes: int = 1
 
@@ -159,7 +164,10 @@ class _Walk:
 
     def block(self, block: object) -> dict[str, Any]:
         """What one block shows as in a script's view."""
-        match classify_block(block):
+        classification = self.memo.get(id(block))
+        if classification is None:
+            classification = classify_block(block)
+        match classification:
             case Text(text):
                 return _text(text)
             case Inline() as inline:
