@@ -193,13 +193,13 @@ def reference_stub(
     if ref_id:
         head += f" {clean_label(ref_id)}"
     label = clean_label(name, limit=200) if name else ""
-    facts = [part for part in (clean_label(mime) if mime else "",) if part]
+    if label:
+        head += f": {label}"
+    facts = [clean_label(mime)] if mime and clean_label(mime) else []
     if size is not None:
         facts.append(size_label(size))
     if facts:
-        label = f"{label} ({', '.join(facts)})" if label else f"({', '.join(facts)})"
-    if label:
-        head += f": {label}"
+        head += f" ({', '.join(facts)})"
     return well_formed(f"{head} — {tail}]")
 
 
