@@ -29,12 +29,15 @@ PLAIN_SCALARS: Final = (str, int, float, bool, type(None), bytes)
 def result_dict(result: object) -> dict[Any, Any] | None:
     """Return a tool result as a dict, or ``None`` when it can't be read as one.
 
-    Accepts a dict (returned as it is, not copied) or a pydantic model such as the ``mcp`` SDK's
+    Accepts a dict (returned as it is, not copied); a pydantic model such as the ``mcp`` SDK's
     ``CallToolResult`` (dumped by alias, so its fields read ``structuredContent`` and
-    ``isError``). Never raises.
+    ``isError``); or a list of blocks, read as a result with that content (a push, channel or
+    injection message, which hosts ingest the same way). Never raises.
     """
     if isinstance(result, dict):
         return result
+    if isinstance(result, list | tuple):
+        return {"content": result}
     if isinstance(result, BaseModel):
         try:
             dumped = result.model_dump(mode="python", by_alias=True, exclude_none=True)

@@ -145,9 +145,22 @@ def test_node_budget_fails_closed() -> None:
 
 
 def test_non_dict_result_is_unreadable() -> None:
-    """A result that isn't a dict can't be read for a never."""
-    assert read_claims(["not", "a", "result"]).unreadable is not None
+    """A result that is neither a dict nor a list of blocks can't be read for a never."""
+    assert read_claims("not a result").unreadable is not None
     assert read_claims(None).unreadable is not None
+
+
+def test_a_message_of_blocks_reads_as_its_content() -> None:
+    """A push, channel or injection message (a list of blocks) is read as a result's content."""
+    claims = read_claims([link("push:1", disposition="never"), {"type": "text", "text": "x"}])
+    assert claims.never == {"push:1"}
+    assert claims.unreadable is None
+
+
+def test_ten_thousand_levels_never_overflow_the_stack() -> None:
+    """Hostile nesting far past the limit fails closed without recursing on the Python stack."""
+    claims = read_claims({"content": [], "structuredContent": nested("x", 10_000)})
+    assert claims.unreadable is not None
 
 
 def test_result_itself_is_not_a_block() -> None:

@@ -268,8 +268,21 @@ def test_rendering_never_marks() -> None:
 def test_ingest_accepts_hostile_results_without_raising() -> None:
     """Ingesting non-dicts and junk registers nothing and raises nothing."""
     reg = ReferenceRegistry()
-    for junk in (None, 5, "x", [link("j:1")], {"content": "nope"}, {"content": [None, 3, []]}):
+    for junk in (None, 5, "x", {"content": "nope"}, {"content": [None, 3, []]}):
         assert reg.ingest(junk, server=None) == []
+
+
+def test_push_messages_are_ingested_the_same_way() -> None:
+    """A message's list of blocks is ingested as a result with that content."""
+    reg = ReferenceRegistry()
+    (record,) = reg.ingest([link("m:1", disposition="never")], server="docs")
+    assert record.payload_never
+
+
+def test_default_capacities() -> None:
+    """The registry holds 2,000 records and remembers 100,000 never-marked uris by default."""
+    reg = ReferenceRegistry()
+    assert (reg.capacity, reg.never_capacity) == (2000, 100_000)
 
 
 def test_capacity_must_be_positive() -> None:

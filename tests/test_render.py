@@ -285,6 +285,19 @@ def test_content_of_wrong_type(reg: ReferenceRegistry) -> None:
     assert render_script_view({"content": "hi"}, reg)["content"] == [text(markers.UNKNOWN_BLOCK)]
     assert render_script_view({}, reg)["content"] == []
     assert render_script_view(None, reg)["content"] == [text(markers.UNKNOWN_BLOCK)]
+    assert render_script_view([text("pushed")], reg)["content"] == [text("pushed")]
+
+
+def test_ten_thousand_levels_render_without_recursion(reg: ReferenceRegistry) -> None:
+    """Nesting far past the limit shows DATA_TOO_DEEP, with no RecursionError."""
+    deep: Any = "x"
+    for _ in range(10_000):
+        deep = {"k": [deep]}
+    view = view_of(reg, data=deep)
+    level = view["data"]
+    for _ in range(49):
+        level = level["k"][0]
+    assert level == {"k": [markers.DATA_TOO_DEEP]}
 
 
 def test_data_walked_plain(reg: ReferenceRegistry) -> None:
