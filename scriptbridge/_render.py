@@ -21,7 +21,11 @@ and returns plain data only (dict, list, str, int, float, bool, None, bytes), sh
   record; it is rebuilt from that record, so rendering a view again gives the same view.
 - At any depth of the data, a dict whose ``type`` is a block type is replaced by what that block
   shows as; other dicts and lists are walked (tuples become lists). Past a walk limit the view
-  shows ``DATA_TOO_DEEP``; a value that is not plain data shows ``UNREADABLE_VALUE``.
+  shows ``DATA_TOO_DEEP``; a value that is not plain data (an object, an ``int`` outside 64
+  bits, a dict with a key that is not a str, number, bool or None) shows ``UNREADABLE_VALUE``.
+- Every leaf has its exact builtin type (subclasses are copied down without calling their
+  methods) and every dict key is a ``str`` (number, bool and None keys become their ``repr``),
+  so a view crosses the channel to a script as it is.
 
 The data is read from ``structuredContent``, or from ``data`` when the result has no
 ``structuredContent`` (so a rendered view reads as the result it came from).
@@ -53,14 +57,20 @@ from ._classify import (
     is_block,
 )
 from ._registry import ReferenceRecord, ReferenceRegistry
-from ._walk import MAX_DEPTH, NODE_BUDGET, PLAIN_SCALARS, result_dict
+from ._walk import (
+    MAX_DEPTH,
+    NODE_BUDGET,
+    NOT_PLAIN,
+    PLAIN_SCALARS,
+    plain_key,
+    plain_scalar,
+    result_dict,
+)
 
 __all__ = ["render_script_view", "render_withheld_view", "shows_uri"]
 
 NAME_MAX_CHARS: Final = 255
 URI_MAX_CHARS: Final = 2048
-
-_PLAIN_KEYS: Final = (str, int, float, bool, bytes)
 
 
 def render_script_view(result: object, registry: ReferenceRegistry) -> dict[str, Any]:
@@ -245,10 +255,9 @@ class _Walk:
         return holder[0]
 
     def _one(self, value: object, level: int, stack: list[tuple[Any, Any, Any, int]]) -> Any:
-        if isinstance(value, str):
-            return markers.well_formed(value)
         if isinstance(value, PLAIN_SCALARS):
-            return value
+            leaf = plain_scalar(value)
+            return markers.UNREADABLE_VALUE if leaf is NOT_PLAIN else leaf
         if isinstance(value, dict):
             if level > MAX_DEPTH or id(value) in self.seen:
                 return markers.DATA_TOO_DEEP
@@ -256,19 +265,18 @@ class _Walk:
                 self.seen.add(id(value))
                 return self.block(value)
             try:
-                items = list(value.items())
+                items = [(plain_key(k), child) for k, child in value.items()]
             except Exception:
                 return markers.UNREADABLE_VALUE
-            if not all(isinstance(k, _PLAIN_KEYS) for k, _ in items):
+            if any(k is None for k, _ in items):
                 return markers.UNREADABLE_VALUE
             if not self._spend(value, len(items)):
                 return markers.DATA_TOO_DEEP
             out: dict[Any, Any] = {}
             for k, _ in items:  # keys in order first, filled as the stack unwinds
-                out[markers.well_formed(k) if isinstance(k, str) else k] = None
+                out[k] = None
             for k, child in reversed(items):
-                name = markers.well_formed(k) if isinstance(k, str) else k
-                stack.append((child, out, name, level + 1))
+                stack.append((child, out, k, level + 1))
             return out
         if isinstance(value, list | tuple):
             if level > MAX_DEPTH or not self._spend(value, len(value)):

@@ -19,6 +19,8 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
+from . import markers
+
 MAX_DEPTH: Final = 100
 NODE_BUDGET: Final = 1_000_000
 
@@ -45,3 +47,48 @@ def result_dict(result: object) -> dict[Any, Any] | None:
             return None
         return dumped if isinstance(dumped, dict) else None
     return None
+
+
+NOT_PLAIN: Final = object()
+"""What :func:`plain_scalar` answers for a value no view can carry."""
+
+_INT_MIN: Final = -(2**63)
+_INT_MAX: Final = 2**64 - 1
+
+
+def plain_scalar(value: object) -> Any:
+    """Return a leaf value as its exact builtin type, or :data:`NOT_PLAIN`.
+
+    Subclasses (an ``IntEnum``, a ``str`` subclass) are copied to their exact base type without
+    calling any method they override; strings are made well formed. An ``int`` outside 64 bits
+    is not plain: the channel to a script can't carry it.
+    """
+    if value is None or value is True or value is False:
+        return value
+    if isinstance(value, str):
+        return markers.well_formed(value if type(value) is str else str.__str__(value))
+    if isinstance(value, bool):  # a bool subclass can't exist; kept for the type checker
+        return bool(value)
+    if isinstance(value, int):
+        exact_int = value if type(value) is int else int.__int__(value)
+        return exact_int if _INT_MIN <= exact_int <= _INT_MAX else NOT_PLAIN
+    if isinstance(value, float):
+        return value if type(value) is float else float.__float__(value)
+    if isinstance(value, bytes):
+        return value if type(value) is bytes else bytes.__bytes__(value)
+    return NOT_PLAIN
+
+
+def plain_key(key: object) -> str | None:
+    """A dict key as a view carries it: a well-formed ``str``; ``None`` for a key it can't.
+
+    ``int``, ``float``, ``bool`` and ``None`` keys become their ``repr`` (``1``, ``1.5``,
+    ``True``, ``None``), as a script would spell them.
+    """
+    if isinstance(key, str) or key is None or isinstance(key, int | float):
+        exact = plain_scalar(key)
+        if exact is NOT_PLAIN:
+            return None
+        return exact if isinstance(exact, str) else repr(exact)
+    return None
+

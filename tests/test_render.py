@@ -431,3 +431,22 @@ def test_exponentially_shared_data_renders_in_linear_time(reg: ReferenceRegistry
         layers = [layers, layers]
     view = view_of(reg, data=layers)
     assert markers.DATA_TOO_DEEP in json.dumps(view["data"])
+
+
+def test_leaves_get_exact_types_and_keys_become_strings(reg: ReferenceRegistry) -> None:
+    """Subclassed leaves are copied to exact builtins, keys become str, huge ints unreadable."""
+    import enum
+
+    class Color(enum.IntEnum):
+        RED = 1
+
+    class Sneaky(str):
+        def __str__(self) -> str:
+            raise RuntimeError("never called")
+
+    data = {1: Color.RED, 2.5: Sneaky("s"), None: True, "big": 2**70, "neg": -(2**63)}
+    view = view_of(reg, data=data)
+    assert view["data"] == {"1": 1, "2.5": "s", "None": True, "big": markers.UNREADABLE_VALUE,
+                            "neg": -(2**63)}
+    assert type(view["data"]["1"]) is int and type(view["data"]["2.5"]) is str
+    assert view_of(reg, data={b"k": 1})["data"] == markers.UNREADABLE_VALUE
