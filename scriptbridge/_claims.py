@@ -30,7 +30,7 @@ from ._classify import (
     classify_block,
     is_block,
 )
-from ._walk import MAX_DEPTH, NODE_BUDGET, PLAIN_SCALARS, result_dict
+from ._walk import MAX_DEPTH, NODE_BUDGET, PLAIN_SCALARS, children_of, result_dict
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,25 +75,22 @@ def read_claims(result: object, memo: dict[int, Classification] | None = None) -
                 problem = problem or f"it is nested deeper than {MAX_DEPTH}"
                 continue
             seen.add(id(value))
-            if isinstance(value, dict):
-                if depth > 0 and is_block(value):
-                    claim = classify_block(value)
-                    if memo is not None:
-                        memo[id(value)] = claim
-                    if isinstance(claim, Reference):
-                        references.append(claim)
-                        if claim.never:
-                            never[claim.uri] = None
-                    elif isinstance(claim, Withheld):
-                        if claim.never_uri:
-                            never[claim.never_uri] = None
-                        if claim.embedded:
-                            continue
-                    elif isinstance(claim, Embedded):
+            if depth > 0 and is_block(value):
+                claim = classify_block(value)
+                if memo is not None:
+                    memo[id(value)] = claim
+                if isinstance(claim, Reference):
+                    references.append(claim)
+                    if claim.never:
+                        never[claim.uri] = None
+                elif isinstance(claim, Withheld):
+                    if claim.never_uri:
+                        never[claim.never_uri] = None
+                    if claim.embedded:
                         continue
-                children: list[Any] = list(value.values())
-            else:
-                children = list(value)
+                elif isinstance(claim, Embedded):
+                    continue
+            children = children_of(value)
             nodes += len(children)
             if nodes > NODE_BUDGET:
                 problem = problem or f"it holds more than {NODE_BUDGET:,} values"

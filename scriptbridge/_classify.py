@@ -150,7 +150,7 @@ def is_block(value: object) -> bool:
     """Whether ``value`` is a dict whose ``type`` is a block type (a block at depth)."""
     if not isinstance(value, dict):
         return False
-    kind = value.get("type")
+    kind = dict.get(value, "type")  # never a subclass's own get
     return isinstance(kind, str) and kind in BLOCK_TYPES
 
 

@@ -16,7 +16,8 @@ and returns plain data only (dict, list, str, int, float, bool, None, bytes), sh
 - ``uri`` appears only when it may be shown: the record is unmarked, its result was readable,
   and the uri carries no credential (no userinfo, no query, no fragment) and nothing a reader
   could be misled by (whitespace, control or format characters, a lone surrogate, more than
-  2,048 characters).
+  2,048 characters). What a reader may learn of a reference is decided in
+  :mod:`scriptbridge._refs`, for this view and the model's lanes alike.
 - A ``{"type": "reference", "id": ...}`` dict is a script object only when its id names a live
   record; it is rebuilt from that record, so rendering a view again gives the same view.
 - At any depth of the data, a dict whose ``type`` is a block type is replaced by what that block
@@ -35,8 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Final, assert_never
-from urllib.parse import urlsplit
+from typing import Any, assert_never
 
 from . import markers
 from ._claims import Claims, read_claims
@@ -56,21 +56,11 @@ from ._classify import (
     classify_block,
     is_block,
 )
-from ._registry import ReferenceRecord, ReferenceRegistry
-from ._walk import (
-    MAX_DEPTH,
-    NODE_BUDGET,
-    NOT_PLAIN,
-    PLAIN_SCALARS,
-    plain_key,
-    plain_scalar,
-    result_dict,
-)
+from ._refs import ShownReference, show_record, show_reference
+from ._registry import ReferenceRegistry
+from ._walk import Budget, copy_tree, data_of, result_dict
 
-__all__ = ["render_script_view", "render_withheld_view", "shows_uri"]
-
-NAME_MAX_CHARS: Final = 255
-URI_MAX_CHARS: Final = 2048
+__all__ = ["render_script_view", "render_withheld_view"]
 
 
 def render_script_view(result: object, registry: ReferenceRegistry) -> dict[str, Any]:
@@ -78,11 +68,10 @@ def render_script_view(result: object, registry: ReferenceRegistry) -> dict[str,
     top = result_dict(result)
     if top is None:
         return {"content": [_text(markers.UNKNOWN_BLOCK)], "data": None, "isError": False}
-    memo: dict[int, Classification] = {}
-    walk = _Walk(registry, read_claims(top, memo), memo)
+    walk = _Walk.of(registry, top)
     return {
         "content": walk.content(top.get("content")),
-        "data": walk.value(_data_of(top), depth=1),
+        "data": walk.value(data_of(top)),
         "isError": top.get("isError") is True,
     }
 
@@ -100,77 +89,50 @@ def render_withheld_view(
     top = result_dict(result)
     if top is None:
         return {"content": [], "data": None, "isError": False}
-    data = _data_of(top)
+    data = data_of(top)
     kept: dict[str, Any] | None = None
     if isinstance(data, dict) and not is_block(data):
-        memo: dict[int, Classification] = {}
-        walk = _Walk(registry, read_claims(top, memo), memo)
         picked = {name: data[name] for name in keep if name in data}
-        kept = walk.value(picked, depth=1)
+        kept = _Walk.of(registry, top).value(picked)
     return {"content": [], "data": kept, "isError": top.get("isError") is True}
-
-
-def shows_uri(uri: str) -> bool:
-    """Whether a uri may be shown: no credential in it and nothing misleading (module doc)."""
-    if len(uri) > URI_MAX_CHARS or "?" in uri or "#" in uri:
-        return False
-    if markers.clean_label(uri, limit=URI_MAX_CHARS) != uri or any(c.isspace() for c in uri):
-        return False
-    try:
-        parts = urlsplit(uri)
-    except ValueError:
-        return False
-    return "@" not in parts.netloc
-
-
-def _data_of(top: dict[Any, Any]) -> Any:
-    return top["structuredContent"] if "structuredContent" in top else top.get("data")
 
 
 def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": markers.well_formed(text)}
 
 
-def _label(text: str | None, limit: int = markers.MEDIA_TYPE_MAX_CHARS) -> str | None:
-    if text is None:
-        return None
-    return markers.clean_label(text, limit=limit) or None
-
-
 @dataclass
 class _Walk:
-    """One walk over one result: a shared seen set and node budget for its content and data."""
+    """One walk over one result: one budget for its content and data, its claims, its memo."""
 
     registry: ReferenceRegistry
     claims: Claims
     memo: dict[int, Classification]
     """Classifications the claims walk made of this result's blocks, by ``id(block)``."""
-    seen: set[int] = field(default_factory=set)
-    nodes: int = 1
+    budget: Budget = field(default_factory=Budget)
+
+    @classmethod
+    def of(cls, registry: ReferenceRegistry, top: dict[Any, Any]) -> _Walk:
+        memo: dict[int, Classification] = {}
+        return cls(registry, read_claims(top, memo), memo)
 
     def content(self, blocks: object) -> list[dict[str, Any]]:
         if blocks is None:
             return []
         if not isinstance(blocks, list | tuple):
             return [_text(markers.UNKNOWN_BLOCK)]
-        if not self._spend(blocks, len(blocks)):
+        if not self.budget.open(blocks, len(blocks)):
             return [_text(markers.DATA_TOO_DEEP)]
         return [self._block_at(block) for block in blocks]
 
-    def _spend(self, container: object, count: int) -> bool:
-        """Open a container: False when it was reached before or the budget runs out."""
-        if id(container) in self.seen or self.nodes + count > NODE_BUDGET:
-            return False
-        self.seen.add(id(container))
-        self.nodes += count
-        return True
-
     def _block_at(self, block: object) -> dict[str, Any]:
-        if isinstance(block, dict):
-            if id(block) in self.seen:
-                return _text(markers.DATA_TOO_DEEP)
-            self.seen.add(id(block))
+        if isinstance(block, dict) and not self.budget.visit(block):
+            return _text(markers.DATA_TOO_DEEP)
         return self.block(block)
+
+    def value(self, data: object) -> Any:
+        """Render a result's data (at depth 1): blocks replaced, dicts and lists walked."""
+        return copy_tree(data, 1, self.budget, self.block, keep_bytes=True)
 
     def block(self, block: object) -> dict[str, Any]:
         """What one block shows as in a script's view."""
@@ -187,7 +149,7 @@ class _Walk:
             case Withheld():
                 return _text(markers.WITHHELD_DISPOSITION)
             case Reference() as reference:
-                return self._reference(reference)
+                return _script_object(show_reference(reference, self.registry, self.claims))
             case Embedded(contents=contents):
                 return _contents(contents)
             case NoLink():
@@ -196,96 +158,26 @@ class _Walk:
                 record = self.registry.get(ref_id)
                 if record is None:
                     return _text(markers.UNKNOWN_BLOCK)
-                return self._record(record, claimed_never=False)
+                return _script_object(show_record(record, self.registry, self.claims))
             case Unknown():
                 return _text(markers.UNKNOWN_BLOCK)
             case unreachable:
                 assert_never(unreachable)
 
-    def _reference(self, reference: Reference) -> dict[str, Any]:
-        claimed_never = reference.never or reference.uri in self.claims.never
-        record = self.registry.record_for(reference.uri)
-        if record is not None:
-            return self._record(record, claimed_never)
-        never = claimed_never or self.registry.is_marked(reference.uri)
-        view: dict[str, Any] = {
-            "type": "reference",
-            "id": None,
-            "name": _label(reference.name, NAME_MAX_CHARS),
-            "mimeType": _label(reference.mime),
-            "size": reference.size,
-        }
-        if not never and self.claims.unreadable is None and shows_uri(reference.uri):
-            view["uri"] = reference.uri
-        view["savedTo"] = None
-        view["unfetchable"] = (
-            markers.PAYLOAD_NEVER
-            if never
-            else markers.UNREADABLE_RESULT
-            if self.claims.unreadable is not None
-            else markers.REFERENCE_UNREGISTERED
-        )
-        return view
 
-    def _record(self, record: ReferenceRecord, claimed_never: bool) -> dict[str, Any]:
-        never = claimed_never or record.payload_never or self.registry.is_marked(record.uri)
-        blocked = record.unreadable or self.claims.unreadable is not None
-        view: dict[str, Any] = {
-            "type": "reference",
-            "id": record.id,
-            "name": _label(record.name, NAME_MAX_CHARS),
-            "mimeType": _label(record.mime_type),
-            "size": record.size,
-        }
-        if not never and not blocked and shows_uri(record.uri):
-            view["uri"] = record.uri
-        view["savedTo"] = None if never or blocked else record.saved_path
-        view["unfetchable"] = (
-            markers.PAYLOAD_NEVER if never else markers.UNREADABLE_RESULT if blocked else None
-        )
-        return view
-
-    def value(self, root: object, depth: int) -> Any:
-        """Render nested data iteratively: blocks replaced, dicts and lists walked."""
-        holder: list[Any] = [None]
-        stack: list[tuple[Any, Any, Any, int]] = [(root, holder, 0, depth)]
-        while stack:
-            value, parent, key, level = stack.pop()
-            parent[key] = self._one(value, level, stack)
-        return holder[0]
-
-    def _one(self, value: object, level: int, stack: list[tuple[Any, Any, Any, int]]) -> Any:
-        if isinstance(value, PLAIN_SCALARS):
-            leaf = plain_scalar(value)
-            return markers.UNREADABLE_VALUE if leaf is NOT_PLAIN else leaf
-        if isinstance(value, dict):
-            if level > MAX_DEPTH or id(value) in self.seen:
-                return markers.DATA_TOO_DEEP
-            if is_block(value):
-                self.seen.add(id(value))
-                return self.block(value)
-            try:
-                items = [(plain_key(k), child) for k, child in value.items()]
-            except Exception:
-                return markers.UNREADABLE_VALUE
-            if any(k is None for k, _ in items):
-                return markers.UNREADABLE_VALUE
-            if not self._spend(value, len(items)):
-                return markers.DATA_TOO_DEEP
-            out: dict[Any, Any] = {}
-            for k, _ in items:  # keys in order first, filled as the stack unwinds
-                out[k] = None
-            for k, child in reversed(items):
-                stack.append((child, out, k, level + 1))
-            return out
-        if isinstance(value, list | tuple):
-            if level > MAX_DEPTH or not self._spend(value, len(value)):
-                return markers.DATA_TOO_DEEP
-            seq: list[Any] = [None] * len(value)
-            for index in range(len(value) - 1, -1, -1):
-                stack.append((value[index], seq, index, level + 1))
-            return seq
-        return markers.UNREADABLE_VALUE
+def _script_object(shown: ShownReference) -> dict[str, Any]:
+    view: dict[str, Any] = {
+        "type": "reference",
+        "id": shown.id,
+        "name": shown.name,
+        "mimeType": shown.mime,
+        "size": shown.size,
+    }
+    if shown.uri is not None:
+        view["uri"] = shown.uri
+    view["savedTo"] = shown.saved_to
+    view["unfetchable"] = shown.unfetchable
+    return view
 
 
 def _inline(inline: Inline) -> dict[str, Any]:

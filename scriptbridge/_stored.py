@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Final, assert_never
+from typing import Any, assert_never
 
 from . import markers
 from ._claims import Claims, read_claims
@@ -61,10 +61,10 @@ from ._classify import (
     Unknown,
     Withheld,
     classify_block,
-    is_block,
 )
-from ._registry import ReferenceRecord, ReferenceRegistry
-from ._walk import MAX_DEPTH, NODE_BUDGET
+from ._refs import show_record, show_reference
+from ._registry import ReferenceRegistry
+from ._walk import Budget, copy_tree
 
 __all__ = [
     "LaneWalk",
@@ -72,14 +72,9 @@ __all__ = [
     "ShownMarker",
     "ShownMedia",
     "ShownText",
-    "data_of",
     "has_data",
     "stored_text",
 ]
-
-NAME_MAX_CHARS: Final = 200
-"""Where :func:`markers.reference_stub` cuts a name."""
-
 
 @dataclass(frozen=True, slots=True)
 class ShownText:
@@ -126,11 +121,6 @@ def stored_text(shown: Shown) -> str:
             assert_never(unreachable)
 
 
-def data_of(top: dict[Any, Any]) -> Any:
-    """A result's data: ``structuredContent``, or ``data`` when it has none (as the script view)."""
-    return top["structuredContent"] if "structuredContent" in top else top.get("data")
-
-
 def _media(inline: Inline) -> Shown:
     if not has_data(inline.data):
         return ShownMarker(markers.inline_no_data(inline.kind))
@@ -150,51 +140,6 @@ def _contents(contents: EmbeddedContents) -> Shown:
             assert_never(unreachable)
 
 
-def _label(text: str | None, uri: str) -> str | None:
-    """A server's label for a stub, or ``None`` when it is blank or would show ``uri``."""
-    if text is None:
-        return None
-    full = markers.clean_label(text, limit=len(text))
-    if not full or uri in text or uri in full:
-        return None
-    cleaned_uri = markers.clean_label(uri, limit=len(uri))
-    if cleaned_uri and cleaned_uri in full:
-        return None
-    return text
-
-
-def _safe_is_block(value: dict[Any, Any]) -> bool | None:
-    """:func:`is_block`, or ``None`` when a hostile dict can't be read."""
-    try:
-        return is_block(value)
-    except Exception:
-        return None
-
-
-def _key(key: object) -> str | int | float | bool | None:
-    """A dict key as JSON takes it, or ``None`` when it can't be one."""
-    if isinstance(key, str):
-        return markers.well_formed(str.__str__(key))
-    if isinstance(key, bool):
-        return bool(key)
-    if isinstance(key, int):
-        number = _int(key)
-        return number if isinstance(number, int) else None
-    if isinstance(key, float):
-        return float.__float__(key)
-    return None
-
-
-def _int(value: int) -> int | str:
-    """An exact ``int`` JSON can write, or ``UNREADABLE_VALUE`` past Python's digit limit."""
-    exact = int.__int__(value)
-    try:
-        int.__repr__(exact)
-    except ValueError:
-        return markers.UNREADABLE_VALUE
-    return exact
-
-
 @dataclass
 class LaneWalk:
     """One walk over one result (or one pushed message): a shared seen set and node budget.
@@ -207,8 +152,7 @@ class LaneWalk:
     registry: ReferenceRegistry
     claims: Claims
     memo: dict[int, Classification] = field(default_factory=dict)
-    seen: set[int] = field(default_factory=set)
-    nodes: int = 1
+    budget: Budget = field(default_factory=Budget)
 
     @classmethod
     def of(cls, registry: ReferenceRegistry, result: object) -> LaneWalk:
@@ -239,15 +183,13 @@ class LaneWalk:
             items = list(blocks)
         except Exception:
             return [ShownMarker(markers.UNKNOWN_BLOCK)]
-        if not self._spend(blocks, len(items)):
+        if not self.budget.open(blocks, len(items)):
             return [ShownMarker(markers.DATA_TOO_DEEP)]
         shown: list[Shown] = []
         for block in items:
-            if isinstance(block, dict):
-                if id(block) in self.seen:
-                    shown.append(ShownMarker(markers.DATA_TOO_DEEP))
-                    continue
-                self.seen.add(id(block))
+            if isinstance(block, dict) and not self.budget.visit(block):
+                shown.append(ShownMarker(markers.DATA_TOO_DEEP))
+                continue
             classification = self.classify(block)
             if text_only:
                 if isinstance(classification, Text):
@@ -255,14 +197,6 @@ class LaneWalk:
                 continue
             shown.append(self.shown(classification))
         return shown
-
-    def _spend(self, container: object, count: int) -> bool:
-        """Open a container: False when it was reached before or the budget runs out."""
-        if id(container) in self.seen or self.nodes + count > NODE_BUDGET:
-            return False
-        self.seen.add(id(container))
-        self.nodes += count
-        return True
 
     # --- one block --------------------------------------------------------------------------
 
@@ -278,7 +212,7 @@ class LaneWalk:
             case Withheld():
                 return ShownMarker(markers.WITHHELD_DISPOSITION)
             case Reference() as reference:
-                return ShownMarker(self._reference_stub(reference))
+                return ShownMarker(show_reference(reference, self.registry, self.claims).stub())
             case Embedded(contents=contents):
                 return _contents(contents)
             case NoLink():
@@ -287,117 +221,24 @@ class LaneWalk:
                 record = self.registry.get(ref_id)
                 if record is None:
                     return ShownMarker(markers.UNKNOWN_BLOCK)
-                return ShownMarker(self._record_stub(record, record.uri in self.claims.never))
+                return ShownMarker(show_record(record, self.registry, self.claims).stub())
             case Unknown():
                 return ShownMarker(markers.UNKNOWN_BLOCK)
             case unreachable:
                 assert_never(unreachable)
 
-    def _reference_stub(self, reference: Reference) -> str:
-        claimed_never = reference.never or reference.uri in self.claims.never
-        record = self.registry.record_for(reference.uri)
-        if record is not None:
-            return self._record_stub(record, claimed_never)
-        if claimed_never or self.registry.is_marked(reference.uri):
-            tail = markers.PAYLOAD_NEVER
-        elif self.claims.unreadable is not None:
-            tail = markers.UNREADABLE_RESULT
-        else:
-            tail = markers.REFERENCE_UNREGISTERED
-        return markers.reference_stub(
-            None,
-            _label(reference.name, reference.uri),
-            _label(reference.mime, reference.uri),
-            reference.size,
-            tail,
-        )
-
-    def _record_stub(self, record: ReferenceRecord, claimed_never: bool) -> str:
-        if claimed_never or record.payload_never or self.registry.is_marked(record.uri):
-            tail = markers.PAYLOAD_NEVER
-        elif record.unreadable or self.claims.unreadable is not None:
-            tail = markers.UNREADABLE_RESULT
-        elif record.saved_path:
-            tail = f"saved: {record.saved_path}"
-        else:
-            tail = markers.FETCH_HINT
-        return markers.reference_stub(
-            record.id,
-            _label(record.name, record.uri),
-            _label(record.mime_type, record.uri),
-            record.size,
-            tail,
-        )
-
     # --- data at depth ------------------------------------------------------------------------
 
-    def data_text(self, root: object, depth: int = 1) -> str:
+    def data_text(self, root: object) -> str:
         """The text of a result's data: JSON with every block at depth replaced by its text.
 
-        Data that is itself a block shows as that block's text, not as a JSON string.
+        Data that is itself a block shows as that block's text, not as a JSON string. Bytes
+        show ``UNREADABLE_VALUE`` (JSON can't carry them).
         """
-        if isinstance(root, dict) and _safe_is_block(root) and id(root) not in self.seen:
-            self.seen.add(id(root))
-            return stored_text(self.shown(self.classify(root)))
-        tree = self.value(root, depth)
+        tree = copy_tree(root, 1, self.budget, self._block_text, keep_bytes=False)
+        if isinstance(root, dict) and isinstance(tree, str):
+            return tree  # the data was a block (or unreadable): its text as it is
         return markers.well_formed(json.dumps(tree, ensure_ascii=False))
 
-    def value(self, root: object, depth: int) -> Any:
-        """Turn nested data into a JSON-ready tree, iteratively, within the walk limits."""
-        holder: list[Any] = [None]
-        stack: list[tuple[Any, Any, Any, int]] = [(root, holder, 0, depth)]
-        while stack:
-            value, parent, key, level = stack.pop()
-            parent[key] = self._one(value, level, stack)
-        return holder[0]
-
-    def _one(self, value: object, level: int, stack: list[tuple[Any, Any, Any, int]]) -> Any:
-        if isinstance(value, str):
-            return markers.well_formed(str.__str__(value))
-        if value is None or isinstance(value, bool):
-            return value
-        if isinstance(value, int):
-            return _int(value)
-        if isinstance(value, float):
-            return float.__float__(value)
-        if isinstance(value, dict):
-            return self._dict(value, level, stack)
-        if isinstance(value, list | tuple):
-            if level > MAX_DEPTH or id(value) in self.seen:
-                return markers.DATA_TOO_DEEP
-            try:
-                items = list(value)
-            except Exception:
-                return markers.UNREADABLE_VALUE
-            if not self._spend(value, len(items)):
-                return markers.DATA_TOO_DEEP
-            seq: list[Any] = [None] * len(items)
-            for index in range(len(items) - 1, -1, -1):
-                stack.append((items[index], seq, index, level + 1))
-            return seq
-        return markers.UNREADABLE_VALUE
-
-    def _dict(
-        self, value: dict[Any, Any], level: int, stack: list[tuple[Any, Any, Any, int]]
-    ) -> Any:
-        if level > MAX_DEPTH or id(value) in self.seen:
-            return markers.DATA_TOO_DEEP
-        block = _safe_is_block(value)
-        if block is None:
-            return markers.UNREADABLE_VALUE
-        if block:
-            self.seen.add(id(value))
-            return stored_text(self.shown(self.classify(value)))
-        try:
-            items = list(value.items())
-        except Exception:
-            return markers.UNREADABLE_VALUE
-        keys = [_key(k) for k, _ in items]
-        if any(k is None for k in keys):
-            return markers.UNREADABLE_VALUE
-        if not self._spend(value, len(items)):
-            return markers.DATA_TOO_DEEP
-        out: dict[Any, Any] = dict.fromkeys(keys)  # keys in order, filled as the stack unwinds
-        for key, (_, child) in zip(reversed(keys), reversed(items), strict=True):
-            stack.append((child, out, key, level + 1))
-        return out
+    def _block_text(self, block: dict[Any, Any]) -> str:
+        return stored_text(self.shown(self.classify(block)))

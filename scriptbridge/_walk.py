@@ -15,11 +15,13 @@ Past a limit a walk fails closed: the claims walk calls the result unreadable, a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 from pydantic import BaseModel
 
 from . import markers
+from ._classify import is_block
 
 MAX_DEPTH: Final = 100
 NODE_BUDGET: Final = 1_000_000
@@ -92,3 +94,113 @@ def plain_key(key: object) -> str | None:
         return exact if isinstance(exact, str) else repr(exact)
     return None
 
+
+
+def children_of(container: dict[Any, Any] | list[Any] | tuple[Any, ...]) -> list[Any]:
+    """A container's values, read through the base type's own methods.
+
+    A subclass's overridden ``values`` or ``__iter__`` is never called, so a hostile container
+    can neither raise here nor show one walk something another walk doesn't see.
+    """
+    if isinstance(container, dict):
+        return list(dict.values(container))
+    if isinstance(container, list):
+        return list(list.__iter__(container))
+    return list(tuple.__iter__(container))
+
+
+def data_of(top: dict[Any, Any]) -> Any:
+    """A result's data: ``structuredContent``, or ``data`` when it has none.
+
+    Reading ``data`` too lets a rendered script view be read again as the result it came from.
+    """
+    return top["structuredContent"] if "structuredContent" in top else top.get("data")
+
+
+class Budget:
+    """One walk's limits over one result: a seen set and a node budget, shared by its parts."""
+
+    def __init__(self) -> None:
+        self.seen: set[int] = set()
+        self.nodes = 1
+
+    def open(self, container: object, count: int) -> bool:
+        """Open a container of ``count`` values: False when it was reached before in this walk
+        (a cycle or a shared container) or when the budget would run out."""
+        if id(container) in self.seen or self.nodes + count > NODE_BUDGET:
+            return False
+        self.seen.add(id(container))
+        self.nodes += count
+        return True
+
+    def visit(self, container: object) -> bool:
+        """Mark a container read whole without walking it (a block): False if reached before."""
+        if id(container) in self.seen:
+            return False
+        self.seen.add(id(container))
+        return True
+
+
+def copy_tree(
+    root: object,
+    depth: int,
+    budget: Budget,
+    show_block: Callable[[dict[Any, Any]], Any],
+    *,
+    keep_bytes: bool,
+) -> Any:
+    """Copy nested data as plain data, iteratively, with every block replaced by ``show_block``.
+
+    Dicts whose ``type`` is a block type go to ``show_block``; other dicts and lists (tuples
+    become lists) are walked; leaves become their exact builtin types (:func:`plain_scalar`;
+    ``bytes`` only with ``keep_bytes``), keys become ``str`` (:func:`plain_key`). Past the depth
+    limit or the budget, or at a container reached twice, the copy holds ``DATA_TOO_DEEP``; a
+    value it can't carry (an object, a bad key, a container whose methods raise) holds
+    ``UNREADABLE_VALUE``. ``root`` sits at ``depth``. Never raises, never recurses.
+    """
+    holder: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any, int]] = [(root, holder, 0, depth)]
+    while stack:
+        value, parent, key, level = stack.pop()
+        try:
+            parent[key] = _copy_one(value, level, budget, show_block, keep_bytes, stack)
+        except Exception:
+            parent[key] = markers.UNREADABLE_VALUE
+    return holder[0]
+
+
+def _copy_one(
+    value: object,
+    level: int,
+    budget: Budget,
+    show_block: Callable[[dict[Any, Any]], Any],
+    keep_bytes: bool,
+    stack: list[tuple[Any, Any, Any, int]],
+) -> Any:
+    if isinstance(value, PLAIN_SCALARS):
+        leaf = plain_scalar(value)
+        if leaf is NOT_PLAIN or (isinstance(leaf, bytes) and not keep_bytes):
+            return markers.UNREADABLE_VALUE
+        return leaf
+    if isinstance(value, dict):
+        if level > MAX_DEPTH or id(value) in budget.seen:
+            return markers.DATA_TOO_DEEP
+        if is_block(value):
+            budget.visit(value)
+            return show_block(value)
+        items = [(plain_key(k), child) for k, child in dict.items(value)]
+        if any(k is None for k, _ in items):
+            return markers.UNREADABLE_VALUE
+        if not budget.open(value, len(items)):
+            return markers.DATA_TOO_DEEP
+        out: dict[Any, Any] = dict.fromkeys(k for k, _ in items)  # filled as the stack unwinds
+        stack.extend((child, out, k, level + 1) for k, child in reversed(items))
+        return out
+    if isinstance(value, list | tuple):
+        if level > MAX_DEPTH or not budget.open(value, len(value)):
+            return markers.DATA_TOO_DEEP
+        children = children_of(value)
+        seq: list[Any] = [None] * len(children)
+        stack.extend((children[i], seq, i, level + 1) for i in reversed(range(len(children))))
+        return seq
+    return markers.UNREADABLE_VALUE

@@ -78,11 +78,10 @@ from ._stored import (
     ShownMarker,
     ShownMedia,
     ShownText,
-    data_of,
     has_data,
     stored_text,
 )
-from ._walk import NODE_BUDGET, result_dict
+from ._walk import NODE_BUDGET, data_of, result_dict
 
 __all__ = [
     "DEFAULT_CAP",

@@ -1,0 +1,149 @@
+"""What a reader may learn of one reference: the one place every lane decides it.
+
+The script view and the model's lanes show a reference differently (a script object, a stub
+line), but what they show of it is decided here, once, from the record (if any), the block and
+the claims of the result being shown:
+
+- **never** when the record is marked, the registry holds a never for the uri, or a never of the
+  same result names it: no uri, no saved path, and ``PAYLOAD_NEVER`` as the reason;
+- **unreadable** when the result's claims could not be read whole or the record was flagged so:
+  no uri, no saved path, and ``UNREADABLE_RESULT``;
+- **unregistered** when the uri has no record (shown before ingestion): ``REFERENCE_UNREGISTERED``;
+- otherwise the saved path, if a copy is saved.
+
+A name or media type is cleaned (:func:`markers.clean_label`) and left out when it holds the
+reference's uri (as sent or cleaned): a server must not show, by naming it so, a uri another
+server's never withholds. The uri itself is offered only where :func:`shows_uri` allows it; the
+model's lanes never show it at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+from urllib.parse import urlsplit
+
+from . import markers
+from ._claims import Claims
+from ._classify import Reference
+from ._registry import ReferenceRecord, ReferenceRegistry
+
+__all__ = ["ShownReference", "show_record", "show_reference", "shows_uri"]
+
+NAME_MAX_CHARS: Final = 200
+URI_MAX_CHARS: Final = 2048
+
+
+@dataclass(slots=True)
+class ShownReference:
+    """What may be shown of one reference (see the module doc)."""
+
+    id: str | None
+    name: str | None
+    mime: str | None
+    size: int | None
+    uri: str | None
+    """The uri, only when it may be shown (unmarked, readable, no credential in it)."""
+    saved_to: str | None
+    unfetchable: str | None
+    """``None``, or why it can't be fetched: ``PAYLOAD_NEVER``, ``UNREADABLE_RESULT`` or
+    ``REFERENCE_UNREGISTERED``."""
+
+    def stub(self) -> str:
+        """Its stub line, ending with its saved path, its reason or the fetch hint."""
+        if self.unfetchable is not None:
+            tail = self.unfetchable
+        elif self.saved_to is not None:
+            tail = f"saved: {self.saved_to}"
+        else:
+            tail = markers.FETCH_HINT
+        return markers.reference_stub(self.id, self.name, self.mime, self.size, tail)
+
+
+def shows_uri(uri: str) -> bool:
+    """Whether a uri may be shown: no credential in it and nothing a reader could be misled by.
+
+    False for userinfo, a query or a fragment (bearer credentials look like locations), for
+    whitespace, control or format characters, a lone surrogate, or more than 2,048 characters.
+    """
+    if len(uri) > URI_MAX_CHARS or "?" in uri or "#" in uri:
+        return False
+    if markers.clean_label(uri, limit=URI_MAX_CHARS) != uri or any(c.isspace() for c in uri):
+        return False
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return False
+    return "@" not in parts.netloc
+
+
+def show_reference(
+    reference: Reference, registry: ReferenceRegistry, claims: Claims
+) -> ShownReference:
+    """What may be shown of a reference block, read from its record when it has one."""
+    claimed_never = reference.never or reference.uri in claims.never
+    record = registry.record_for(reference.uri)
+    if record is not None:
+        return _shown(record, registry, claims, claimed_never)
+    never = claimed_never or registry.is_marked(reference.uri)
+    if never:
+        reason: str | None = markers.PAYLOAD_NEVER
+    elif claims.unreadable is not None:
+        reason = markers.UNREADABLE_RESULT
+    else:
+        reason = markers.REFERENCE_UNREGISTERED
+    return ShownReference(
+        id=None,
+        name=_label(reference.name, reference.uri, NAME_MAX_CHARS),
+        mime=_label(reference.mime, reference.uri, markers.MEDIA_TYPE_MAX_CHARS),
+        size=reference.size,
+        uri=_uri(reference.uri, never or claims.unreadable is not None),
+        saved_to=None,
+        unfetchable=reason,
+    )
+
+
+def show_record(
+    record: ReferenceRecord, registry: ReferenceRegistry, claims: Claims
+) -> ShownReference:
+    """What may be shown of a live record named by id (a script object), under ``claims``."""
+    return _shown(record, registry, claims, record.uri in claims.never)
+
+
+def _shown(
+    record: ReferenceRecord, registry: ReferenceRegistry, claims: Claims, claimed_never: bool
+) -> ShownReference:
+    never = claimed_never or record.payload_never or registry.is_marked(record.uri)
+    blocked = record.unreadable or claims.unreadable is not None
+    if never:
+        reason: str | None = markers.PAYLOAD_NEVER
+    elif blocked:
+        reason = markers.UNREADABLE_RESULT
+    else:
+        reason = None
+    return ShownReference(
+        id=record.id,
+        name=_label(record.name, record.uri, NAME_MAX_CHARS),
+        mime=_label(record.mime_type, record.uri, markers.MEDIA_TYPE_MAX_CHARS),
+        size=record.size,
+        uri=_uri(record.uri, never or blocked),
+        saved_to=None if never or blocked else record.saved_path,
+        unfetchable=reason,
+    )
+
+
+def _uri(uri: str, withheld: bool) -> str | None:
+    return None if withheld or not shows_uri(uri) else uri
+
+
+def _label(text: str | None, uri: str, limit: int) -> str | None:
+    """A server's label, cleaned; ``None`` when blank or when it would show ``uri``."""
+    if text is None:
+        return None
+    full = markers.clean_label(text, limit=len(text))
+    if not full or uri in text or uri in full:
+        return None
+    cleaned_uri = markers.clean_label(uri, limit=len(uri))
+    if cleaned_uri and cleaned_uri in full:
+        return None
+    return full[:limit]
