@@ -1,0 +1,88 @@
+"""What a run may use (``Limits``) and what it gives back (``ScriptResult``), as pydantic models.
+
+``Limits`` are enforced from outside the child (the supervisor kills it at the wall-time
+deadline, counts tool calls and output, caps frame sizes) and inside it (rlimits for CPU time
+and memory, the runtime's own counters), so a child that lies can't outlive them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["LIMIT_ERRORS", "Limits", "ScriptError", "ScriptResult"]
+
+LimitError = Literal[
+    "WallTimeExceeded",
+    "CpuTimeExceeded",
+    "MemoryExceeded",
+    "OutputExceeded",
+    "ToolCallsExceeded",
+    "SandboxCrashed",
+    "ProtocolViolation",
+    "Cancelled",
+]
+LIMIT_ERRORS: frozenset[str] = frozenset(LimitError.__args__)  # type: ignore[attr-defined]
+"""The ``error.type`` values a run ends with when a limit (not the script) stopped it."""
+
+
+class Limits(BaseModel):
+    """The limits of one run. Every field has a safe default; all are validated on creation.
+
+    Attributes:
+        wall_s: seconds from start to result; the child is killed at the deadline.
+        cpu_s: CPU seconds the child may use (an rlimit; SIGXCPU, then SIGKILL).
+        memory_mb: the child's address-space limit, in MiB.
+        max_tool_calls: tool calls in one run (each call of a batch counts).
+        max_parallel_calls: calls of one ``call_tools`` batch run at once.
+        max_output_bytes: bytes of printed output kept; past it the run ends.
+        max_message_bytes: the largest frame either side may send.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    wall_s: float = Field(default=30.0, gt=0, le=24 * 3600)
+    cpu_s: float = Field(default=10.0, gt=0, le=24 * 3600)
+    memory_mb: int = Field(default=256, ge=32, le=1024 * 1024)
+    max_tool_calls: int = Field(default=1000, ge=0, le=10**9)
+    max_parallel_calls: int = Field(default=8, ge=1, le=1024)
+    max_output_bytes: int = Field(default=1_000_000, ge=0, le=2**40)
+    max_message_bytes: int = Field(default=16 * 2**20, ge=1024, le=64 * 2**20)
+
+
+class ScriptError(BaseModel):
+    """Why a run did not finish: the script's exception, or the limit that stopped it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: str
+    message: str
+    line: int | None = None
+
+
+class ScriptResult(BaseModel):
+    """The outcome of one run.
+
+    Attributes:
+        ok: the script ran to its end.
+        value: the value of its last expression statement, as plain data (a ``repr`` when it
+            wasn't plain data).
+        stdout: what it printed (capped at ``Limits.max_output_bytes``).
+        error: why it didn't finish, or ``None``.
+        tool_calls: tool calls it made.
+        fetches: reference payloads it fetched.
+        duration_s: seconds from request to result.
+        isolation: the isolation layers that were in force, in the order applied.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    ok: bool
+    value: object = None
+    stdout: str = ""
+    error: ScriptError | None = None
+    tool_calls: int = 0
+    fetches: int = 0
+    duration_s: float = 0.0
+    isolation: list[str] = Field(default_factory=list)
