@@ -17,11 +17,16 @@ from ._exceptions import SandboxCrashed as SandboxCrashed
 from ._exceptions import ScriptBridgeError as ScriptBridgeError
 from ._exceptions import ScriptFailed as ScriptFailed
 from ._exceptions import ScriptRejected as ScriptRejected
+from ._fetcher import ReferenceFetcher as ReferenceFetcher
+from ._fetcher import ResourceReader as ResourceReader
+from ._fetcher import Saved as Saved
+from ._fetcher import Unfetchable as Unfetchable
 from ._registry import Journal as Journal
 from ._registry import ReferenceRecord as ReferenceRecord
 from ._registry import ReferenceRegistry as ReferenceRegistry
 from ._render import render_script_view as render_script_view
 from ._render import render_withheld_view as render_withheld_view
+from ._workspace import Workspace as Workspace
 
 __all__ = [
     "SCRIPT_VIEW",
@@ -31,12 +36,17 @@ __all__ = [
     "Journal",
     "LimitExceeded",
     "ProtocolViolation",
+    "ReferenceFetcher",
     "ReferenceRecord",
     "ReferenceRegistry",
+    "ResourceReader",
     "SandboxCrashed",
+    "Saved",
     "ScriptBridgeError",
     "ScriptFailed",
     "ScriptRejected",
+    "Unfetchable",
+    "Workspace",
     "classify_block",
     "read_claims",
     "render_script_view",

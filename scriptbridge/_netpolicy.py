@@ -1,0 +1,471 @@
+"""The network policy of payload fetches: which addresses a fetch may connect to (SPEC section 5).
+
+By default a fetch refuses every address that isn't public unicast: loopback, private (RFC 1918,
+shared address space, unique local), link-local, multicast, unspecified, reserved (documentation,
+benchmarking, IETF protocol assignments, class E, broadcast, anything outside IPv6 global unicast
+``2000::/3``) and cloud metadata endpoints. A host widens it with an allowlist of addresses,
+networks (CIDR) and host names.
+
+Where the check happens, and why there is no DNS-rebinding window:
+
+:class:`PolicyBackend` is an ``httpcore`` network backend, the one place a socket is opened. Each
+connection resolves its host **once**, checks every address the resolver returned, and connects
+to a checked address given as an IP literal, so nothing resolves the name a second time between
+the check and the connect. After connecting it confirms the peer is the address it checked. The
+request itself still carries the original host: httpcore takes the ``Host`` header and the TLS
+server name (SNI and certificate check) from the URL, not from the address. Redirects are
+followed by the fetcher, one hop at a time, and every hop opens its connections here, so a
+redirect to a refused address is refused like a first request to it. :class:`PolicyTransport`
+puts this backend under httpx through public API only (``httpcore.AsyncConnectionPool`` with
+``network_backend=``); it never uses a proxy, so environment proxy settings can't route around
+the check (the fetcher also builds its client with ``trust_env=False``).
+
+Choices where SPEC is silent:
+
+- A host whose addresses are partly refused connects only to the permitted ones; it is refused
+  when none is permitted. A refused address is never connected to.
+- An IPv4-mapped IPv6 address (``::ffff:a.b.c.d``) is judged as its IPv4 address, and a NAT64
+  address (``64:ff9b::/96``) by the IPv4 address it embeds. 6to4 and Teredo are reserved.
+- The tables are written out here from the IANA special-purpose registries rather than taken from
+  :mod:`ipaddress`'s ``is_private``/``is_global``, whose answers differ between Python versions.
+- An allowlisted network or host name permits everything it covers except a cloud metadata
+  address, which is permitted only by naming that exact address (``allow=["0.0.0.0/0"]`` still
+  refuses ``169.254.169.254``).
+- Host names in the allowlist match the URL's host exactly (case-insensitive, IDNA-encoded); they
+  permit every address that name resolves to, as the host asked.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import socket
+import ssl
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Final
+
+import httpcore
+import httpx
+import trio
+
+from ._exceptions import FetchError
+
+__all__ = [
+    "AddressRefused",
+    "NetworkPolicy",
+    "PolicyBackend",
+    "PolicyTransport",
+]
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+READ_SIZE: Final = 1 << 20
+"""Bytes asked of the socket per read. httpcore asks 64 KiB; 1 MiB cuts the per-chunk cost of the
+HTTP layer about threefold on large payloads, at the price of 1 MiB of buffer per connection."""
+
+_METADATA: Final = frozenset(
+    ipaddress.ip_address(a)
+    for a in (
+        "169.254.169.254",  # AWS, GCP, Azure, OpenStack, DigitalOcean... instance metadata
+        "169.254.170.2",  # AWS ECS task metadata
+        "169.254.169.253",  # AWS VPC DNS
+        "168.63.129.16",  # Azure wire server (a public address)
+        "100.100.100.200",  # Alibaba Cloud metadata
+        "192.0.0.192",  # Oracle Cloud metadata
+        "fd00:ec2::254",  # AWS instance metadata over IPv6
+        "fd00:ec2::23",  # AWS IPv6 DNS
+    )
+)
+
+_LOOPBACK: Final = "a loopback address"
+_PRIVATE: Final = "a private address"
+_LINK_LOCAL: Final = "a link-local address"
+_MULTICAST: Final = "a multicast address"
+_UNSPECIFIED: Final = "an unspecified address"
+_RESERVED: Final = "a reserved address"
+_METADATA_LABEL: Final = "a cloud metadata address"
+
+_V4_TABLE: Final = tuple(
+    (ipaddress.IPv4Network(net), label)
+    for net, label in (
+        ("0.0.0.0/8", _UNSPECIFIED),
+        ("10.0.0.0/8", _PRIVATE),
+        ("100.64.0.0/10", _PRIVATE),  # shared address space (carrier-grade NAT)
+        ("127.0.0.0/8", _LOOPBACK),
+        ("169.254.0.0/16", _LINK_LOCAL),
+        ("172.16.0.0/12", _PRIVATE),
+        ("192.0.0.0/24", _RESERVED),  # IETF protocol assignments
+        ("192.0.2.0/24", _RESERVED),  # documentation
+        ("192.88.99.0/24", _RESERVED),  # 6to4 relay anycast (deprecated)
+        ("192.168.0.0/16", _PRIVATE),
+        ("198.18.0.0/15", _RESERVED),  # benchmarking
+        ("198.51.100.0/24", _RESERVED),  # documentation
+        ("203.0.113.0/24", _RESERVED),  # documentation
+        ("224.0.0.0/4", _MULTICAST),
+        ("240.0.0.0/4", _RESERVED),  # class E and the broadcast address
+    )
+)
+
+_V6_TABLE: Final = tuple(
+    (ipaddress.IPv6Network(net), label)
+    for net, label in (
+        ("::/128", _UNSPECIFIED),
+        ("::1/128", _LOOPBACK),
+        ("64:ff9b:1::/48", _PRIVATE),  # local-use NAT64
+        ("100::/64", _RESERVED),  # discard-only
+        ("2001::/23", _RESERVED),  # IETF protocol assignments, Teredo included
+        ("2001:db8::/32", _RESERVED),  # documentation
+        ("2002::/16", _RESERVED),  # 6to4
+        ("3fff::/20", _RESERVED),  # documentation
+        ("5f00::/16", _RESERVED),  # SRv6 SIDs
+        ("fc00::/7", _PRIVATE),  # unique local
+        ("fe80::/10", _LINK_LOCAL),
+        ("fec0::/10", _PRIVATE),  # site-local (deprecated)
+        ("ff00::/8", _MULTICAST),
+    )
+)
+_V6_GLOBAL_UNICAST: Final = ipaddress.IPv6Network("2000::/3")
+_NAT64: Final = ipaddress.IPv6Network("64:ff9b::/96")
+
+_HOSTNAME: Final = re.compile(r"[a-z0-9_][a-z0-9_-]{0,62}(\.[a-z0-9_][a-z0-9_-]{0,62})*")
+
+
+class AddressRefused(FetchError):
+    """A connection was refused by the network policy before any byte was sent.
+
+    ``host`` is the host as the URL names it, ``address`` the first refused address, and
+    ``label`` says what kind of address it is (``"a loopback address"``), for building a reason.
+    """
+
+    def __init__(self, host: str, address: IPAddress, label: str) -> None:
+        super().__init__(f"{host} resolves to {address}, {label}")
+        self.host = host
+        self.address = address
+        self.label = label
+
+
+def _judged(address: IPAddress) -> IPAddress:
+    """The address whose kind decides: an IPv4-mapped address is judged as its IPv4 address."""
+    if isinstance(address, ipaddress.IPv6Address):
+        mapped = address.ipv4_mapped
+        if mapped is not None:
+            return mapped
+        # A scope id ("%eth0") doesn't change what kind of address this is.
+        if address.scope_id is not None:
+            return ipaddress.IPv6Address(address.packed)
+    return address
+
+
+def address_label(address: IPAddress) -> str | None:
+    """What kind of non-public address ``address`` is (``"a private address"``), or ``None``.
+
+    Pure, total, and independent of the Python version's :mod:`ipaddress` tables.
+    """
+    address = _judged(address)
+    if address in _METADATA:
+        return _METADATA_LABEL
+    if isinstance(address, ipaddress.IPv4Address):
+        for network, label in _V4_TABLE:
+            if address in network:
+                return label
+        return None
+    if address in _NAT64:
+        return address_label(ipaddress.IPv4Address(address.packed[-4:]))
+    for network6, label in _V6_TABLE:
+        if address in network6:
+            return label
+    if address not in _V6_GLOBAL_UNICAST:
+        return _RESERVED
+    return None
+
+
+def _allowed_host(entry: str) -> str | None:
+    """An allowlist entry as the host name a URL carries (IDNA, lower case), or ``None``."""
+    text = entry.lower().rstrip(".")
+    if not text.isascii():
+        try:
+            text = httpx.URL(f"http://{text}/").raw_host.decode("ascii")
+        except (httpx.InvalidURL, UnicodeError):
+            return None
+    return text if _HOSTNAME.fullmatch(text) else None
+
+
+class NetworkPolicy:
+    """Which addresses a fetch may connect to: public unicast, plus what ``allow`` lists.
+
+    Args:
+        allow: entries each of which is an IP address (``"127.0.0.1"``, ``"::1"``), a network in
+            CIDR notation (``"10.0.0.0/8"``) or a host name (``"files.internal"``).
+
+    Raises:
+        ValueError: an entry is none of these.
+    """
+
+    def __init__(self, allow: Iterable[str] = ()) -> None:
+        if isinstance(allow, str):
+            raise ValueError("allow takes a list of entries, not one string")
+        networks: list[IPNetwork] = []
+        hosts: set[str] = set()
+        for entry in allow:
+            if not isinstance(entry, str) or not entry.strip():
+                raise ValueError(f"not an address, network or host name: {entry!r}")
+            text = entry.strip()
+            try:
+                networks.append(ipaddress.ip_network(text.strip("[]"), strict=False))
+                continue
+            except ValueError:
+                pass
+            host = _allowed_host(text)
+            if host is None:
+                raise ValueError(f"not an address, network or host name: {entry!r}")
+            hosts.add(host)
+        self._networks = tuple(networks)
+        self._hosts = frozenset(hosts)
+
+    def __repr__(self) -> str:
+        entries = [str(n) for n in self._networks] + sorted(self._hosts)
+        return f"NetworkPolicy(allow={entries!r})"
+
+    def refusal(self, host: str, address: IPAddress) -> str | None:
+        """Why a connection to ``address`` (reached as ``host``) is refused, or ``None``.
+
+        The answer is a label such as ``"a loopback address"``. Pure.
+        """
+        label = address_label(address)
+        if label is None:
+            return None
+        judged = _judged(address)
+        if label == _METADATA_LABEL:
+            exact = any(
+                n.num_addresses == 1 and n.network_address == judged for n in self._networks
+            )
+            return None if exact else label
+        if host.lower().rstrip(".") in self._hosts:
+            return None
+        if any(judged.version == n.version and judged in n for n in self._networks):
+            return None
+        return label
+
+
+class PolicyBackend(httpcore.AsyncNetworkBackend):
+    """An httpcore network backend (trio) that connects only to addresses the policy permits.
+
+    :meth:`connect_tcp` resolves the host once (an IP literal isn't resolved), checks each
+    address, and connects to the permitted ones in the resolver's order, each given as an IP
+    literal, so the address checked is the address connected to. It raises
+    :class:`AddressRefused` when no address is permitted, without opening any socket, and
+    ``httpcore.ConnectError`` when the name doesn't resolve or no permitted address answers.
+    Streams it returns read up to :data:`READ_SIZE` bytes at a time.
+    """
+
+    def __init__(self, policy: NetworkPolicy) -> None:
+        self._policy = policy
+        self._inner = httpcore.TrioBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        addresses = await _resolve(host, port)
+        permitted: list[IPAddress] = []
+        first_refusal: tuple[IPAddress, str] | None = None
+        for address in addresses:
+            label = self._policy.refusal(host, address)
+            if label is None:
+                permitted.append(address)
+            elif first_refusal is None:
+                first_refusal = (address, label)
+        if not permitted:
+            assert first_refusal is not None
+            raise AddressRefused(host, *first_refusal)
+        error: httpcore.ConnectError | httpcore.ConnectTimeout | None = None
+        for address in permitted:
+            try:
+                stream = await self._inner.connect_tcp(
+                    str(address), port, timeout, local_address, socket_options
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                error = exc
+                continue
+            await _confirm_peer(stream, address)
+            return _WideReads(stream)
+        assert error is not None
+        raise error
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        """Refused: a fetch never opens a Unix socket."""
+        raise httpcore.ConnectError("unix sockets are not fetched from")
+
+    async def sleep(self, seconds: float) -> None:
+        await trio.sleep(seconds)
+
+
+async def _resolve(host: str, port: int) -> list[IPAddress]:
+    """Every address ``host`` resolves to (itself for an IP literal), deduplicated, in order."""
+    try:
+        return [ipaddress.ip_address(host.strip("[]"))]
+    except ValueError:
+        pass
+    try:
+        infos = await trio.socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        raise httpcore.ConnectError(f"couldn't resolve {host!r}: {exc}") from exc
+    addresses: dict[IPAddress, None] = {}
+    for _family, _type, _proto, _canon, sockaddr in infos:
+        try:
+            addresses.setdefault(ipaddress.ip_address(sockaddr[0]), None)
+        except ValueError:
+            continue
+    if not addresses:
+        raise httpcore.ConnectError(f"{host!r} resolved to no IP address")
+    return list(addresses)
+
+
+async def _confirm_peer(stream: httpcore.AsyncNetworkStream, address: IPAddress) -> None:
+    """Close ``stream`` and raise unless its peer is ``address`` (defence in depth)."""
+    peer = stream.get_extra_info("server_addr")
+    try:
+        connected = ipaddress.ip_address(peer[0]) if peer else None
+    except (TypeError, ValueError, IndexError):
+        connected = None
+    if connected is None or connected.packed != address.packed:
+        await stream.aclose()
+        raise httpcore.ConnectError(f"connected to {peer!r}, not to the checked {address}")
+
+
+class _WideReads(httpcore.AsyncNetworkStream):
+    """A stream that reads up to :data:`READ_SIZE` bytes per call, whatever httpcore asks."""
+
+    def __init__(self, stream: httpcore.AsyncNetworkStream) -> None:
+        self._stream = stream
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return await self._stream.read(max(max_bytes, READ_SIZE), timeout)
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        await self._stream.write(buffer, timeout)
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        return _WideReads(await self._stream.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> object:
+        return self._stream.get_extra_info(info)
+
+
+_ERROR_MAP: Final[tuple[tuple[type[Exception], type[httpx.TransportError]], ...]] = (
+    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
+    (httpcore.ReadTimeout, httpx.ReadTimeout),
+    (httpcore.WriteTimeout, httpx.WriteTimeout),
+    (httpcore.PoolTimeout, httpx.PoolTimeout),
+    (httpcore.TimeoutException, httpx.TimeoutException),
+    (httpcore.ConnectError, httpx.ConnectError),
+    (httpcore.ReadError, httpx.ReadError),
+    (httpcore.WriteError, httpx.WriteError),
+    (httpcore.NetworkError, httpx.NetworkError),
+    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
+    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
+    (httpcore.ProtocolError, httpx.ProtocolError),
+    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
+    (httpcore.ProxyError, httpx.ProxyError),
+)
+
+
+@contextmanager
+def _mapped_errors() -> Iterator[None]:
+    """Re-raise httpcore's errors as httpx's, so callers catch one family (``httpx.HTTPError``).
+
+    The most specific class is listed first; the table mirrors httpx's own mapping.
+
+    :class:`AddressRefused` and ``trio.Cancelled`` pass through untouched.
+    """
+    try:
+        yield
+    except AddressRefused:
+        raise
+    except Exception as exc:
+        for source, target in _ERROR_MAP:
+            if isinstance(exc, source):
+                raise target(str(exc)) from exc
+        raise
+
+
+class _ResponseStream(httpx.AsyncByteStream):
+    def __init__(self, stream: AsyncIterable[bytes]) -> None:
+        self._stream = stream
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        with _mapped_errors():
+            async for part in self._stream:
+                yield part
+
+    async def aclose(self) -> None:
+        close = getattr(self._stream, "aclose", None)
+        if close is not None:
+            with _mapped_errors():
+                await close()
+
+
+class PolicyTransport(httpx.AsyncBaseTransport):
+    """An httpx transport whose every connection goes through :class:`PolicyBackend`.
+
+    HTTP/1.1 only, no proxy, no retries, no keep-alive between requests (each response's
+    connection is closed when the response is), certificates verified with httpcore's default
+    context. Its errors are httpx's (``httpx.TransportError`` subclasses), except
+    :class:`AddressRefused`, which passes through.
+    """
+
+    def __init__(self, policy: NetworkPolicy) -> None:
+        self._pool = httpcore.AsyncConnectionPool(
+            network_backend=PolicyBackend(policy),
+            http1=True,
+            http2=False,
+            retries=0,
+            max_keepalive_connections=0,
+        )
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        assert isinstance(request.stream, httpx.AsyncByteStream)
+        core_request = httpcore.Request(
+            method=request.method,
+            url=httpcore.URL(
+                scheme=request.url.raw_scheme,
+                host=request.url.raw_host,
+                port=request.url.port,
+                target=request.url.raw_path,
+            ),
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions=request.extensions,
+        )
+        with _mapped_errors():
+            response = await self._pool.handle_async_request(core_request)
+        assert isinstance(response.stream, AsyncIterable)
+        return httpx.Response(
+            status_code=response.status,
+            headers=response.headers,
+            stream=_ResponseStream(response.stream),
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        with _mapped_errors():
+            await self._pool.aclose()
