@@ -10,6 +10,7 @@ from ._claims import Claims as Claims
 from ._claims import read_claims as read_claims
 from ._classify import Classification as Classification
 from ._classify import classify_block as classify_block
+from ._exceptions import AddressRefused as AddressRefused
 from ._exceptions import FetchError as FetchError
 from ._exceptions import LimitExceeded as LimitExceeded
 from ._exceptions import ProtocolViolation as ProtocolViolation
@@ -17,6 +18,7 @@ from ._exceptions import SandboxCrashed as SandboxCrashed
 from ._exceptions import ScriptBridgeError as ScriptBridgeError
 from ._exceptions import ScriptFailed as ScriptFailed
 from ._exceptions import ScriptRejected as ScriptRejected
+from ._exceptions import WorkspacePathError as WorkspacePathError
 from ._fetcher import ReferenceFetcher as ReferenceFetcher
 from ._fetcher import ResourceReader as ResourceReader
 from ._fetcher import Saved as Saved
@@ -30,6 +32,7 @@ from ._workspace import Workspace as Workspace
 
 __all__ = [
     "SCRIPT_VIEW",
+    "AddressRefused",
     "Claims",
     "Classification",
     "FetchError",
@@ -47,6 +50,7 @@ __all__ = [
     "ScriptRejected",
     "Unfetchable",
     "Workspace",
+    "WorkspacePathError",
     "classify_block",
     "read_claims",
     "render_script_view",

@@ -6,8 +6,10 @@
     ├── LimitExceeded           wall time, CPU time, memory, output or tool calls ran out
     ├── SandboxCrashed          the sandbox process died or could not start
     ├── ProtocolViolation       the sandbox process sent a message that fails validation
+    ├── WorkspacePathError      a path the workspace won't take (also a ValueError)
     └── FetchError              a payload could not be fetched (the fetcher answers with
-                                ``Unfetchable`` instead wherever a caller can take an answer)
+        │                       ``Unfetchable`` instead wherever a caller can take an answer)
+        └── AddressRefused      the network policy refused an address, before any byte went
 
 Foreign errors (msgpack, pydantic, OS) are translated at the boundary with ``raise ... from
 exc``; ``trio.Cancelled`` always passes through untouched.
@@ -15,7 +17,10 @@ exc``; ``trio.Cancelled`` always passes through untouched.
 
 from __future__ import annotations
 
+import ipaddress
+
 __all__ = [
+    "AddressRefused",
     "FetchError",
     "LimitExceeded",
     "ProtocolViolation",
@@ -23,6 +28,7 @@ __all__ = [
     "ScriptBridgeError",
     "ScriptFailed",
     "ScriptRejected",
+    "WorkspacePathError",
 ]
 
 
@@ -52,3 +58,23 @@ class ProtocolViolation(ScriptBridgeError):
 
 class FetchError(ScriptBridgeError):
     """A reference's payload could not be fetched."""
+
+
+class WorkspacePathError(ScriptBridgeError, ValueError):
+    """A path is not one the workspace takes: absolute, with ``..``, or resolving outside it."""
+
+
+class AddressRefused(FetchError):
+    """A connection was refused by the network policy before any byte was sent.
+
+    ``host`` is the host as the URL names it, ``address`` the first refused address, and
+    ``label`` says what kind of address it is (``"a loopback address"``), for building a reason.
+    """
+
+    def __init__(
+        self, host: str, address: ipaddress.IPv4Address | ipaddress.IPv6Address, label: str
+    ) -> None:
+        super().__init__(f"{host} resolves to {address}, {label}")
+        self.host = host
+        self.address = address
+        self.label = label

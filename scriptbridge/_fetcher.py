@@ -37,8 +37,9 @@ Guarantees:
   fetches in the background the references whose declared size is at most ``eager_max_bytes``;
   marked records are passed over without a log line; records flagged unreadable fetch nothing.
 
-Reasons are plain sentences without a trailing period; :meth:`Unfetchable.refusal_text` puts one
-in the host-facing sentence of :func:`markers.fetch_refused`. ``retryable`` tells a host whether
+Reasons are plain sentences without a trailing period, kept in :mod:`scriptbridge.markers` with
+every other notice; :meth:`Unfetchable.refusal_text` puts one in the host-facing sentence of
+:func:`markers.fetch_refused` (or :func:`markers.fetch_failed`). ``retryable`` tells a host whether
 the same fetch may later succeed (a deadline, a connection failure, a server not connected yet).
 
 Choices where SPEC is silent: only ``200`` answers are saved; the request asks for an identity
@@ -87,66 +88,6 @@ EAGER_CONCURRENCY: Final = 4
 _SCHEME: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
 _REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
 
-# --- reasons (plain sentences, no trailing period; each ends up in markers.fetch_refused) ---------
-# These belong in markers.py with the other notices; they live here until that module takes them.
-
-NO_LONGER_HELD: Final = "the host no longer holds this reference"
-NO_SCHEME: Final = "its link has no scheme this host can read"
-FILE_SCHEME: Final = "it links to a local file, which this host never reads"
-DATA_SCHEME: Final = "it is a data: link, whose contents this host doesn't fetch"
-BAD_URL: Final = "its link isn't a valid web address"
-UNREACHABLE: Final = "its server couldn't be reached or broke off the transfer"
-ENCODED: Final = "its server sent it compressed although this host asked for it plain"
-REDIRECT_SCHEME: Final = "it redirected to a link this host doesn't follow"
-NOT_CONNECTED: Final = "the server that sent it isn't connected"
-NO_SERVER: Final = "it came from no server this host can read it through"
-SERVER_FAILED: Final = "its server couldn't read it"
-SERVER_ANSWER: Final = "its server's answer held no readable contents for it"
-BAD_BLOB: Final = "its server's answer held data that isn't valid base64"
-WORKSPACE_FAILED: Final = "the workspace couldn't hold its copy"
-CLOSED: Final = "the host closed its fetcher"
-
-
-def _declared_too_large(size: int, cap: int) -> str:
-    return (
-        f"it declares {markers.size_label(size)}, more than the "
-        f"{markers.size_label(cap)} this host fetches"
-    )
-
-
-def _over_cap(cap: int) -> str:
-    return f"it is larger than the {markers.size_label(cap)} this host fetches"
-
-
-def _over_declared(declared: int) -> str:
-    return f"its server sent more than the {declared} bytes it declared"
-
-
-def _under_declared(got: int, declared: int) -> str:
-    return f"its server sent {got} bytes where it declared {declared}"
-
-
-def _length_mismatch(length: int, declared: int) -> str:
-    return f"its server announced {length} bytes where the reference declared {declared}"
-
-
-def _deadline(seconds: float) -> str:
-    return f"it didn't arrive within the {seconds:g} s this host waits"
-
-
-def _http_status(status: int) -> str:
-    return f"its server answered HTTP {status}"
-
-
-def _refused_address(label: str, *, redirected: bool) -> str:
-    verb = "it redirected to" if redirected else "it points to"
-    return f"{verb} {label}, which this host doesn't fetch from"
-
-
-def _too_many_redirects() -> str:
-    return f"it redirected more than {MAX_REDIRECTS} times"
-
-
 # --- outcomes ------------------------------------------------------------------------------------
 
 
@@ -176,11 +117,15 @@ class Unfetchable:
     retryable: bool = False
 
     def refusal_text(self, ref_id: str) -> str:
-        """The host-facing answer, e.g. for a marked record:
+        """The host-facing answer. For a reason that won't change (a marked record above all):
 
         ``couldn't fetch "<id>": a server asked that its content never reach you or your tools.
         Calling again won't change that.``
+
+        For a ``retryable`` one, the same sentence without its last: calling again may work.
         """
+        if self.retryable:
+            return markers.fetch_failed(ref_id, self.reason)
         return markers.fetch_refused(ref_id, self.reason)
 
 
@@ -195,8 +140,8 @@ class ResourceReader(Protocol):
 
     ``read_resource(uri)`` returns the raw MCP ``ReadResourceResult`` as a mapping:
     ``{"contents": [{"uri": ..., "mimeType": ..., "text": ...} | {..., "blob": <base64>}]}``.
-    It may raise any ``Exception`` (the fetch then answers :data:`SERVER_FAILED`) and must let
-    ``trio.Cancelled`` through (a mark cancels it).
+    It may raise any ``Exception`` (the fetch then answers ``markers.SERVER_FAILED``) and must
+    let ``trio.Cancelled`` through (a mark cancels it).
     """
 
     async def read_resource(self, uri: str) -> Mapping[str, object]: ...
@@ -310,7 +255,7 @@ class ReferenceFetcher:
         if refusal is not None:
             return refusal
         if self.registry.get(record.id) is not record:
-            return Unfetchable(NO_LONGER_HELD)
+            return Unfetchable(markers.NO_LONGER_HELD)
         saved = self._saved(record)
         if saved is not None:
             return saved
@@ -320,7 +265,7 @@ class ReferenceFetcher:
             return static
         while True:
             if self._closed:
-                return Unfetchable(CLOSED)
+                return Unfetchable(markers.CLOSED)
             flight = self._flights.get(record.id)
             if flight is None:
                 flight = _Flight(trio.current_time() + self.deadline_s)
@@ -374,16 +319,16 @@ class ReferenceFetcher:
     def close(self) -> None:
         """Stop listening to the registry and abort every running flight.
 
-        Waiting callers answer :data:`CLOSED`, and so does every later fetch that would need a
-        download (a marked record still answers its mark, a saved one its copy). The registry's
-        removal hook stays wired to the workspace. Idempotent.
+        Waiting callers answer ``markers.CLOSED``, and so does every later fetch that would need
+        a download (a marked record still answers its mark, a saved one its copy). The
+        registry's removal hook stays wired to the workspace. Idempotent.
         """
         if self._closed:
             return
         self._closed = True
         self._stop_listening()
         for flight in list(self._flights.values()):
-            flight.abort(Unfetchable(CLOSED))
+            flight.abort(Unfetchable(markers.CLOSED))
         self._flights.clear()
 
     # --- checks -----------------------------------------------------------------------------
@@ -411,18 +356,18 @@ class ReferenceFetcher:
         """Refusals that need no I/O: the scheme, and a declared size over the cap."""
         scheme = _scheme(record.uri)
         if scheme is None:
-            return Unfetchable(NO_SCHEME)
+            return Unfetchable(markers.NO_SCHEME)
         if scheme == "file":
-            return Unfetchable(FILE_SCHEME)
+            return Unfetchable(markers.FILE_SCHEME)
         if scheme == "data":
-            return Unfetchable(DATA_SCHEME)
+            return Unfetchable(markers.DATA_SCHEME)
         if record.size is not None and record.size > self.max_bytes:
-            return Unfetchable(_declared_too_large(record.size, self.max_bytes))
+            return Unfetchable(markers.declared_too_large(record.size, self.max_bytes))
         if scheme not in ("http", "https"):
             if record.server is None:
-                return Unfetchable(NO_SERVER)
+                return Unfetchable(markers.NO_SERVER)
             if record.server not in self._servers:
-                return Unfetchable(NOT_CONNECTED, retryable=True)
+                return Unfetchable(markers.NOT_CONNECTED, retryable=True)
         return None
 
     # --- flights ----------------------------------------------------------------------------
@@ -446,7 +391,7 @@ class ReferenceFetcher:
                 outcome = await self._download(record, flight)
             if flight.outcome is None:
                 if outcome is None:  # the flight's own scope was cancelled: its deadline
-                    outcome = Unfetchable(_deadline(self.deadline_s), retryable=True)
+                    outcome = Unfetchable(markers.deadline_passed(self.deadline_s), retryable=True)
                 flight.outcome = outcome
                 if isinstance(outcome, Unfetchable) and outcome.reason != markers.PAYLOAD_NEVER:
                     log.info("couldn't fetch %s: %s", record.id, outcome.reason)
@@ -467,9 +412,9 @@ class ReferenceFetcher:
         try:
             url = httpx.URL(record.uri)
         except (httpx.InvalidURL, TypeError, ValueError):
-            return Unfetchable(BAD_URL)
+            return Unfetchable(markers.BAD_URL)
         if url.scheme not in ("http", "https") or not url.host:
-            return Unfetchable(BAD_URL)
+            return Unfetchable(markers.BAD_URL)
         async with httpx.AsyncClient(
             transport=PolicyTransport(self._policy),
             trust_env=False,
@@ -485,35 +430,35 @@ class ReferenceFetcher:
                             try:
                                 url = url.join(location)
                             except (httpx.InvalidURL, TypeError, ValueError):
-                                return Unfetchable(REDIRECT_SCHEME)
+                                return Unfetchable(markers.REDIRECT_SCHEME)
                             if url.scheme not in ("http", "https") or not url.host:
-                                return Unfetchable(REDIRECT_SCHEME)
+                                return Unfetchable(markers.REDIRECT_SCHEME)
                             continue
                         if response.status_code != 200:
                             status = response.status_code
                             retryable = status >= 500 or status in (408, 429)
-                            return Unfetchable(_http_status(status), retryable=retryable)
+                            return Unfetchable(markers.http_status(status), retryable=retryable)
                         return await self._receive(record, flight, response)
                 except AddressRefused as exc:
-                    return Unfetchable(_refused_address(exc.label, redirected=hop > 0))
+                    return Unfetchable(markers.refused_address(exc.label, redirected=hop > 0))
                 except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError) as exc:
                     log.info("fetching %s failed: %s: %s", record.id, type(exc).__name__, exc)
-                    return Unfetchable(UNREACHABLE, retryable=True)
-        return Unfetchable(_too_many_redirects())
+                    return Unfetchable(markers.UNREACHABLE, retryable=True)
+        return Unfetchable(markers.too_many_redirects(MAX_REDIRECTS))
 
     async def _receive(
         self, record: ReferenceRecord, flight: _Flight, response: httpx.Response
     ) -> FetchOutcome:
         encoding = response.headers.get("content-encoding", "").strip().lower()
         if encoding not in ("", "identity"):
-            return Unfetchable(ENCODED)
+            return Unfetchable(markers.ENCODED)
         declared = record.size
         length = _content_length(response)
         if length is not None:
             if declared is not None and length != declared:
-                return Unfetchable(_length_mismatch(length, declared))
+                return Unfetchable(markers.length_mismatch(length, declared))
             if length > self.max_bytes:
-                return Unfetchable(_declared_too_large(length, self.max_bytes))
+                return Unfetchable(markers.declared_too_large(length, self.max_bytes))
             declared = length
         limit = self.max_bytes if declared is None else declared
         opened = self._open_partial(record, flight, response.headers.get("content-type"))
@@ -525,8 +470,8 @@ class ReferenceFetcher:
             received += len(chunk)
             if received > limit:
                 if declared is None or received > self.max_bytes:
-                    return Unfetchable(_over_cap(self.max_bytes))
-                return Unfetchable(_over_declared(declared))
+                    return Unfetchable(markers.over_cap(self.max_bytes))
+                return Unfetchable(markers.over_declared(declared))
             # Written and hashed here, in the trio thread: a chunk is at most READ_SIZE (1 MiB),
             # about a millisecond of hashing and page-cache writing, and a worker-thread hop per
             # chunk costs ~15% of the throughput (benchmarks/fetch.py).
@@ -534,15 +479,15 @@ class ReferenceFetcher:
                 partial.write(chunk)
             except OSError as exc:
                 log.error("couldn't write the copy of %s: %s", record.id, exc)
-                return Unfetchable(WORKSPACE_FAILED, retryable=True)
+                return Unfetchable(markers.WORKSPACE_FAILED, retryable=True)
         if declared is not None and received != declared:
-            return Unfetchable(_under_declared(received, declared))
+            return Unfetchable(markers.under_declared(received, declared))
         return self._commit(record, flight, partial)
 
     async def _read_from_server(self, record: ReferenceRecord, flight: _Flight) -> FetchOutcome:
         reader = self._servers.get(record.server) if record.server is not None else None
         if reader is None:
-            return Unfetchable(NOT_CONNECTED, retryable=True)
+            return Unfetchable(markers.NOT_CONNECTED, retryable=True)
         try:
             result = await reader.read_resource(record.uri)
         except Exception as exc:
@@ -553,25 +498,25 @@ class ReferenceFetcher:
                 type(exc).__name__,
                 exc,
             )
-            return Unfetchable(SERVER_FAILED, retryable=True)
+            return Unfetchable(markers.SERVER_FAILED, retryable=True)
         content = _pick_contents(result, record.uri)
         if content is None:
-            return Unfetchable(SERVER_ANSWER)
+            return Unfetchable(markers.SERVER_ANSWER)
         text, blob = content.get("text"), content.get("blob")
         if isinstance(text, str) == isinstance(blob, str):
-            return Unfetchable(SERVER_ANSWER)
+            return Unfetchable(markers.SERVER_ANSWER)
         if isinstance(blob, str) and markers.decoded_size(blob) > self.max_bytes:
-            return Unfetchable(_over_cap(self.max_bytes))
+            return Unfetchable(markers.over_cap(self.max_bytes))
         try:
             data = await trio.to_thread.run_sync(_payload_bytes, text, blob)
         except (binascii.Error, ValueError):
-            return Unfetchable(BAD_BLOB)
+            return Unfetchable(markers.BAD_BLOB)
         if len(data) > self.max_bytes:
-            return Unfetchable(_over_cap(self.max_bytes))
+            return Unfetchable(markers.over_cap(self.max_bytes))
         if record.size is not None and len(data) != record.size:
             if len(data) > record.size:
-                return Unfetchable(_over_declared(record.size))
-            return Unfetchable(_under_declared(len(data), record.size))
+                return Unfetchable(markers.over_declared(record.size))
+            return Unfetchable(markers.under_declared(len(data), record.size))
         opened = self._open_partial(record, flight, content.get("mimeType"))
         if isinstance(opened, Unfetchable):
             return opened
@@ -592,7 +537,7 @@ class ReferenceFetcher:
             flight.partial = self.workspace.open_partial(name)
         except OSError as exc:
             log.error("couldn't create a file for %s in %s: %s", record.id, self.workspace, exc)
-            return Unfetchable(WORKSPACE_FAILED, retryable=True)
+            return Unfetchable(markers.WORKSPACE_FAILED, retryable=True)
         return flight.partial
 
     async def _write(
@@ -603,7 +548,7 @@ class ReferenceFetcher:
             await trio.to_thread.run_sync(partial.write, chunk)
         except OSError as exc:
             log.error("couldn't write the copy of %s: %s", record.id, exc)
-            return Unfetchable(WORKSPACE_FAILED, retryable=True)
+            return Unfetchable(markers.WORKSPACE_FAILED, retryable=True)
         return None
 
     def _commit(
@@ -616,17 +561,14 @@ class ReferenceFetcher:
             path = partial.commit()
         except OSError as exc:
             log.error("couldn't save the copy of %s: %s", record.id, exc)
-            return Unfetchable(WORKSPACE_FAILED, retryable=True)
+            return Unfetchable(markers.WORKSPACE_FAILED, retryable=True)
         size, digest = partial.size, partial.sha256
         if self.registry.record_saved(record, path, size, digest):
             return Saved(path, size, digest)
         # Marked, flagged unreadable or dropped while saving: the copy must not stay.
-        try:
-            self.workspace.remove(path)
-        except (OSError, WorkspacePathError) as exc:
-            log.error("couldn't remove %s, saved for %s after all: %s", path, record.id, exc)
+        self.registry.discard_copy(path)
         refusal = self._refusal(record)
-        return refusal if refusal is not None else Unfetchable(NO_LONGER_HELD)
+        return refusal if refusal is not None else Unfetchable(markers.NO_LONGER_HELD)
 
     async def _fetch_eagerly(self, record: ReferenceRecord, limiter: trio.CapacityLimiter) -> None:
         async with limiter:

@@ -49,7 +49,7 @@ import httpcore
 import httpx
 import trio
 
-from ._exceptions import FetchError
+from ._exceptions import AddressRefused
 
 __all__ = [
     "AddressRefused",
@@ -130,20 +130,6 @@ _V6_GLOBAL_UNICAST: Final = ipaddress.IPv6Network("2000::/3")
 _NAT64: Final = ipaddress.IPv6Network("64:ff9b::/96")
 
 _HOSTNAME: Final = re.compile(r"[a-z0-9_][a-z0-9_-]{0,62}(\.[a-z0-9_][a-z0-9_-]{0,62})*")
-
-
-class AddressRefused(FetchError):
-    """A connection was refused by the network policy before any byte was sent.
-
-    ``host`` is the host as the URL names it, ``address`` the first refused address, and
-    ``label`` says what kind of address it is (``"a loopback address"``), for building a reason.
-    """
-
-    def __init__(self, host: str, address: IPAddress, label: str) -> None:
-        super().__init__(f"{host} resolves to {address}, {label}")
-        self.host = host
-        self.address = address
-        self.label = label
 
 
 def _judged(address: IPAddress) -> IPAddress:

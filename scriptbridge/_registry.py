@@ -134,7 +134,10 @@ class ReferenceRegistry:
     # --- wiring -----------------------------------------------------------------------------
 
     def set_removal_hook(self, hook: RemovalHook | None) -> None:
-        """Set what removes a saved copy when its record is first marked (the workspace's)."""
+        """Set what removes a saved copy when its record is first marked (the workspace's).
+
+        There is one hook: the last one set wins, so one registry serves one workspace.
+        """
         self._removal_hook = hook
 
     def add_mark_listener(self, listener: MarkListener) -> Callable[[], None]:
@@ -196,6 +199,12 @@ class ReferenceRegistry:
         record.verified_bytes = size
         record.sha256 = sha256
         return True
+
+    def discard_copy(self, path: str) -> None:
+        """Remove a copy no record may name (saved for a record marked or dropped meanwhile)
+        through the removal hook; a failure is logged and retried at the next sweep."""
+        if not self._remove(path):
+            self._pending_removals[path] = None
 
     def sweep(self) -> None:
         """Retry each removal that failed earlier; those that fail again stay pending."""
@@ -285,8 +294,7 @@ class ReferenceRegistry:
         record.sha256 = None
         if old_path is not None:
             log.info("removing %s: %s was marked never", old_path, record.id)
-            if not self._remove(old_path):
-                self._pending_removals[old_path] = None
+            self.discard_copy(old_path)
         for listener in list(self._mark_listeners):
             try:
                 listener(record)

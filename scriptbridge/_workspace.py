@@ -33,7 +33,7 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Final
 
-from ._exceptions import ScriptBridgeError
+from ._exceptions import WorkspacePathError
 
 __all__ = [
     "OUT_DIR",
@@ -79,10 +79,6 @@ _EXTENSIONS: Final[dict[str, str]] = {
     "video/mp4": ".mp4",
     "video/webm": ".webm",
 }
-
-
-class WorkspacePathError(ScriptBridgeError, ValueError):
-    """A path is not one the workspace takes: absolute, with ``..``, or resolving outside it."""
 
 
 def extension_for(media_type: object) -> str:

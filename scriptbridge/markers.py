@@ -14,8 +14,10 @@ Helpers:
   otherwise ``~N.NMB``.
 - :func:`decoded_size` is a base64 string's decoded size, computed without decoding it.
 
-Beyond SPEC's table this module adds ``UNREADABLE_VALUE``, shown in a script's view in place of a
-value that is not plain data (an object a Python tool returned that no walk can read).
+Beyond SPEC's table this module adds ``UNREADABLE_VALUE``, shown in place of a value that is not
+plain data (an object a Python tool returned that no walk can read), and the reasons a fetch
+can't be served (plain sentences without a trailing period, for :func:`fetch_refused` and
+:func:`fetch_failed`).
 """
 
 from __future__ import annotations
@@ -26,28 +28,53 @@ import unicodedata
 from typing import Final, Literal
 
 __all__ = [
+    "BAD_BLOB",
+    "BAD_URL",
+    "CLOSED",
+    "DATA_SCHEME",
     "DATA_TOO_DEEP",
     "EMBEDDED_NO_MEDIA_TYPE",
     "EMBEDDED_UNREADABLE",
+    "ENCODED",
     "FETCH_HINT",
+    "FILE_SCHEME",
     "INLINE_NO_MEDIA_TYPE",
+    "NOT_CONNECTED",
+    "NO_LONGER_HELD",
+    "NO_SCHEME",
+    "NO_SERVER",
     "PAYLOAD_NEVER",
+    "REDIRECT_SCHEME",
     "REFERENCE_NO_LINK",
     "REFERENCE_UNREGISTERED",
+    "SERVER_ANSWER",
+    "SERVER_FAILED",
     "SYSTEM_TEXT_ONLY",
     "UNKNOWN_BLOCK",
+    "UNREACHABLE",
     "UNREADABLE_RESULT",
     "UNREADABLE_VALUE",
     "WITHHELD_DISPOSITION",
+    "WORKSPACE_FAILED",
     "audio_in_tool_result",
     "clean_label",
+    "deadline_passed",
+    "declared_too_large",
     "decoded_size",
     "embedded_unshowable",
+    "fetch_failed",
     "fetch_refused",
+    "http_status",
     "image_placeholder",
     "inline_no_data",
+    "length_mismatch",
+    "over_cap",
+    "over_declared",
     "reference_stub",
+    "refused_address",
     "size_label",
+    "too_many_redirects",
+    "under_declared",
     "well_formed",
 ]
 
@@ -204,8 +231,74 @@ def reference_stub(
 
 
 def fetch_refused(ref_id: str, reason: str) -> str:
-    """The host-facing answer to a fetch that can't be served, e.g. for a never-marked record.
+    """The host-facing answer to a fetch that will never be served, e.g. a never-marked record.
 
     ``couldn't fetch "<id>": <reason>. Calling again won't change that.``
     """
     return well_formed(f'couldn\'t fetch "{ref_id}": {reason}. Calling again won\'t change that.')
+
+
+def fetch_failed(ref_id: str, reason: str) -> str:
+    """The host-facing answer to a fetch that failed but may succeed later (a deadline, a
+    server not connected yet): ``couldn't fetch "<id>": <reason>.``"""
+    return well_formed(f'couldn\'t fetch "{ref_id}": {reason}.')
+
+
+# --- why a fetch can't be served ---------------------------------------------------------------
+# Plain sentences without a trailing period: each ends up in fetch_refused or fetch_failed.
+
+NO_LONGER_HELD: Final = "the host no longer holds this reference"
+NO_SCHEME: Final = "its link has no scheme this host can read"
+FILE_SCHEME: Final = "it links to a local file, which this host never reads"
+DATA_SCHEME: Final = "it is a data: link, whose contents this host doesn't fetch"
+BAD_URL: Final = "its link isn't a valid web address"
+UNREACHABLE: Final = "its server couldn't be reached or broke off the transfer"
+ENCODED: Final = "its server sent it compressed although this host asked for it plain"
+REDIRECT_SCHEME: Final = "it redirected to a link this host doesn't follow"
+NOT_CONNECTED: Final = "the server that sent it isn't connected"
+NO_SERVER: Final = "it came from no server this host can read it through"
+SERVER_FAILED: Final = "its server couldn't read it"
+SERVER_ANSWER: Final = "its server's answer held no readable contents for it"
+BAD_BLOB: Final = "its server's answer held data that isn't valid base64"
+WORKSPACE_FAILED: Final = "the workspace couldn't hold its copy"
+CLOSED: Final = "the host closed its fetcher"
+
+
+def declared_too_large(size: int, cap: int) -> str:
+    return (
+        f"it declares {size_label(size)}, more than the "
+        f"{size_label(cap)} this host fetches"
+    )
+
+
+def over_cap(cap: int) -> str:
+    return f"it is larger than the {size_label(cap)} this host fetches"
+
+
+def over_declared(declared: int) -> str:
+    return f"its server sent more than the {declared} bytes it declared"
+
+
+def under_declared(got: int, declared: int) -> str:
+    return f"its server sent {got} bytes where it declared {declared}"
+
+
+def length_mismatch(length: int, declared: int) -> str:
+    return f"its server announced {length} bytes where the reference declared {declared}"
+
+
+def deadline_passed(seconds: float) -> str:
+    return f"it didn't arrive within the {seconds:g} s this host waits"
+
+
+def http_status(status: int) -> str:
+    return f"its server answered HTTP {status}"
+
+
+def refused_address(label: str, *, redirected: bool) -> str:
+    verb = "it redirected to" if redirected else "it points to"
+    return f"{verb} {label}, which this host doesn't fetch from"
+
+
+def too_many_redirects(limit: int) -> str:
+    return f"it redirected more than {limit} times"

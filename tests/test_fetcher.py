@@ -29,7 +29,10 @@ from loopback_http import (
 )
 
 from scriptbridge import ReferenceRecord, ReferenceRegistry, markers
-from scriptbridge._fetcher import (
+from scriptbridge._fetcher import ReferenceFetcher, Saved, Unfetchable
+from scriptbridge._walk import MAX_DEPTH
+from scriptbridge._workspace import PartialFile, Workspace
+from scriptbridge.markers import (
     BAD_BLOB,
     CLOSED,
     DATA_SCHEME,
@@ -41,12 +44,7 @@ from scriptbridge._fetcher import (
     REDIRECT_SCHEME,
     SERVER_ANSWER,
     SERVER_FAILED,
-    ReferenceFetcher,
-    Saved,
-    Unfetchable,
 )
-from scriptbridge._walk import MAX_DEPTH
-from scriptbridge._workspace import PartialFile, Workspace
 
 MARKED = Unfetchable(markers.PAYLOAD_NEVER)
 
@@ -225,6 +223,17 @@ async def test_refusal_text_for_a_marked_record(
         f'couldn\'t fetch "{record.id}": a server asked that its content never reach you or '
         "your tools. Calling again won't change that."
     )
+
+
+async def test_refusal_text_of_a_retryable_failure_promises_nothing(
+    reg: ReferenceRegistry, fetcher: ReferenceFetcher
+) -> None:
+    """A failure that may pass (a server not connected yet) doesn't say calling again won't help."""
+    (record,) = reg.ingest({"content": [{"type": "resource_link", "uri": "docs://later"}]},
+                           server="docs")
+    outcome = await fetcher.fetch(record)
+    assert outcome == Unfetchable(NOT_CONNECTED, retryable=True)
+    assert outcome.refusal_text(record.id) == f'couldn\'t fetch "{record.id}": {NOT_CONNECTED}.'
 
 
 async def test_a_mark_aborts_a_stalled_download_at_once(

@@ -26,8 +26,11 @@ def test_ingest_registers_references_in_order_once_each() -> None:
     """Ingest returns the records it registered, in order, each once, with their facts."""
     reg = ReferenceRegistry()
     records = reg.ingest(
-        result(link("a:1", name="one", mimeType="text/plain", size=3),
-               {"type": "image", "uri": "a:2"}, link("a:1")),
+        result(
+            link("a:1", name="one", mimeType="text/plain", size=3),
+            {"type": "image", "uri": "a:2"},
+            link("a:1"),
+        ),
         server="docs",
     )
     assert [r.uri for r in records] == ["a:1", "a:2"]
@@ -77,8 +80,18 @@ def test_mark_from_a_later_result_marks_an_existing_record() -> None:
 def test_inline_never_before_any_reference_starts_the_record_marked() -> None:
     """An inline never read before any reference to its uri makes a later record start marked."""
     reg = ReferenceRegistry()
-    reg.ingest(result({"type": "image", "data": "AA", "mimeType": "image/png", "uri": "i:1",
-                       "disposition": "never"}), server="docs")
+    reg.ingest(
+        result(
+            {
+                "type": "image",
+                "data": "AA",
+                "mimeType": "image/png",
+                "uri": "i:1",
+                "disposition": "never",
+            }
+        ),
+        server="docs",
+    )
     assert reg.record_for("i:1") is None
     assert reg.is_marked("i:1")
     (record,) = reg.ingest(result(link("i:1")), server="docs")
@@ -88,10 +101,13 @@ def test_inline_never_before_any_reference_starts_the_record_marked() -> None:
 def test_embedded_never_marks_a_link_of_the_same_result() -> None:
     """An embedded resource's never marks a link of the same result naming its uri."""
     reg = ReferenceRegistry()
-    (record,) = reg.ingest(result(
-        {"type": "resource", "resource": {"uri": "e:1", "text": "t"}, "disposition": "never"},
-        link("e:1"),
-    ), server="docs")
+    (record,) = reg.ingest(
+        result(
+            {"type": "resource", "resource": {"uri": "e:1", "text": "t"}, "disposition": "never"},
+            link("e:1"),
+        ),
+        server="docs",
+    )
     assert record.payload_never
 
 
@@ -249,8 +265,18 @@ def test_journal_keeps_a_mark_alone() -> None:
     reg = ReferenceRegistry()
     reg.ingest(result(link("k:1")), server=None)
     with reg.journal() as journal:
-        reg.ingest(result({"type": "image", "data": "A", "mimeType": "image/png", "uri": "k:1",
-                           "disposition": "never"}), server=None)
+        reg.ingest(
+            result(
+                {
+                    "type": "image",
+                    "data": "A",
+                    "mimeType": "image/png",
+                    "uri": "k:1",
+                    "disposition": "never",
+                }
+            ),
+            server=None,
+        )
         kept = journal.as_it_stood("k:1", reg.record_for("k:1"))
         assert kept is not None and not kept.payload_never
 
@@ -289,3 +315,20 @@ def test_capacity_must_be_positive() -> None:
     """A registry with no room is refused at construction."""
     with pytest.raises(ValueError):
         ReferenceRegistry(capacity=0)
+
+
+def test_discard_copy_uses_the_hook_and_retries() -> None:
+    """A copy no record may name is removed through the hook, and retried if that fails."""
+    reg = ReferenceRegistry()
+    attempts: list[str] = []
+
+    def flaky(path: str) -> None:
+        attempts.append(path)
+        if len(attempts) == 1:
+            raise OSError("busy")
+
+    reg.set_removal_hook(flaky)
+    reg.discard_copy("refs/late.bin")
+    assert reg.pending_removals == ("refs/late.bin",)
+    reg.sweep()
+    assert attempts == ["refs/late.bin"] * 2 and reg.pending_removals == ()
