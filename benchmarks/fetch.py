@@ -188,14 +188,18 @@ def main() -> None:
         curl_median = statistics.median(curl_times)
         ratio = curl_median / fetch_median
         print(f"curl    median: {rate(curl_median):.1f} MiB/s")
-        print(f"ratio fetcher/curl (medians): {ratio:.2f}  (goal >= 0.80: "
-              f"{'met' if ratio >= 0.8 else 'not met'})")
+        print(
+            f"ratio fetcher/curl (medians): {ratio:.2f}  (goal >= 0.80: "
+            f"{'met' if ratio >= 0.8 else 'not met'})"
+        )
     else:
         print("curl not found: no ratio")
     peak = max(growth_kib) / 1024
     method = "VmHWM after reset" if _reset_peak() else "ru_maxrss (coarse)"
-    print(f"fetcher peak memory growth: {peak:.1f} MiB (max over runs, {method}; "
-          f"goal < 32 MiB: {'met' if peak < 32 else 'not met'})")
+    print(
+        f"fetcher peak memory growth: {peak:.1f} MiB (max over runs, {method}; "
+        f"goal < 32 MiB: {'met' if peak < 32 else 'not met'})"
+    )
     print(f"cpus: {os.cpu_count()}")
 
 

@@ -29,13 +29,25 @@ def make_result(blocks: int) -> dict[str, Any]:
             case 1:
                 content.append({"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"})
             case 2:
-                content.append({"type": "resource",
-                                "resource": {"uri": f"mem://{n}", "mimeType": "text/plain",
-                                             "text": "embedded"}})
+                content.append(
+                    {
+                        "type": "resource",
+                        "resource": {
+                            "uri": f"mem://{n}",
+                            "mimeType": "text/plain",
+                            "text": "embedded",
+                        },
+                    }
+                )
             case _:
-                content.append({"type": "resource_link", "uri": f"https://x/{n % 1500}",
-                                "name": f"f{n}.txt", "disposition": "never" if n % 8 == 3
-                                else None})
+                content.append(
+                    {
+                        "type": "resource_link",
+                        "uri": f"https://x/{n % 1500}",
+                        "name": f"f{n}.txt",
+                        "disposition": "never" if n % 8 == 3 else None,
+                    }
+                )
     return {"content": content, "structuredContent": {"rows": [{"n": n} for n in range(1000)]}}
 
 
@@ -55,8 +67,10 @@ def main() -> None:
     ours_p50 = median_time(lambda: render_script_view(result, registry))
     peer_p50 = median_time(lambda: msgpack.packb(result))
     print("figure                         ours p50    msgpack p50   ratio")
-    print(f"render 100,000 blocks       {ours_p50 * 1e3:8.1f} ms {peer_p50 * 1e3:9.1f} ms"
-          f"   {ours_p50 / peer_p50:6.1f}x   (goal: ours well under 1 s)")
+    print(
+        f"render 100,000 blocks       {ours_p50 * 1e3:8.1f} ms {peer_p50 * 1e3:9.1f} ms"
+        f"   {ours_p50 / peer_p50:6.1f}x   (goal: ours well under 1 s)"
+    )
 
     layers: Any = [{"type": "text", "text": "x"}]
     for _ in range(60):

@@ -16,7 +16,8 @@ from mcp_types import (
 )
 
 PNG_1X1 = (
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42"
+    "mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 )
 
 server = MCPServer("example-docs")
@@ -37,16 +38,28 @@ def logo() -> list[ImageContent]:
 @server.tool()
 def page(name: str) -> list[EmbeddedResource]:
     """A docs page, embedded as a text resource."""
-    return [EmbeddedResource(type="resource", resource=TextResourceContents(
-        uri=f"docs://pages/{name}", mimeType="text/markdown", text=f"# {name}\n\nIt works."))]
+    return [
+        EmbeddedResource(
+            type="resource",
+            resource=TextResourceContents(
+                uri=f"docs://pages/{name}", mimeType="text/markdown", text=f"# {name}\n\nIt works."
+            ),
+        )
+    ]
 
 
 @server.tool()
 def attachment() -> list[TextContent | ResourceLink]:
     """A link to an attachment the client may fetch."""
-    return [TextContent(type="text", text="see the attachment"),
-            ResourceLink(type="resource_link", uri="docs://files/guide.txt", name="guide.txt",
-                         mimeType="text/plain")]
+    return [
+        TextContent(type="text", text="see the attachment"),
+        ResourceLink(
+            type="resource_link",
+            uri="docs://files/guide.txt",
+            name="guide.txt",
+            mimeType="text/plain",
+        ),
+    ]
 
 
 @server.resource("docs://files/guide.txt", mime_type="text/plain")

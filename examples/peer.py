@@ -22,7 +22,8 @@ import sys
 from typing import Any
 
 PNG_1X1 = (
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42"
+    "mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 )
 PDF_BLOB = base64.b64encode(b"%PDF-1.4\n" + b"0" * 12_000 + b"\n%%EOF\n").decode()
 NOTES = {"peer://notes/readme": "The peer's notes: read through resources/read."}
@@ -32,35 +33,113 @@ def tools(payload_base: str) -> dict[str, tuple[str, dict[str, Any]]]:
     """Tool name -> (description, result)."""
     return {
         "text": ("Plain text.", {"content": [{"type": "text", "text": "hello from the peer"}]}),
-        "image": ("A 1x1 PNG.", {"content": [
-            {"type": "image", "data": PNG_1X1, "mimeType": "image/png"}]}),
-        "embedded_text": ("An embedded text resource.", {"content": [
-            {"type": "resource", "resource": {"uri": "peer://secret/notes.txt",
-                                              "mimeType": "text/plain",
-                                              "text": "embedded words"}}]}),
-        "embedded_image": ("An embedded image.", {"content": [
-            {"type": "resource", "resource": {"uri": "peer://secret/pixel.png",
-                                              "mimeType": "image/png", "blob": PNG_1X1}}]}),
-        "embedded_pdf": ("An embedded PDF.", {"content": [
-            {"type": "resource", "resource": {"uri": "peer://secret/report.pdf",
-                                              "mimeType": "application/pdf",
-                                              "blob": PDF_BLOB}}]}),
-        "reference": ("A reference to a payload.", {"content": [
-            {"type": "text", "text": "the report is attached"},
-            {"type": "resource", "uri": f"{payload_base}/report.txt", "name": "report.txt",
-             "mimeType": "text/plain"}]}),
-        "never_reference": ("A reference whose payload must never reach the agent.", {
-            "content": [{"type": "resource", "uri": f"{payload_base}/payroll.csv",
-                         "name": "payroll.csv", "mimeType": "text/csv",
-                         "disposition": "never"}]}),
-        "note_reference": ("A reference read through resources/read.", {"content": [
-            {"type": "resource", "uri": "peer://notes/readme", "name": "readme",
-             "mimeType": "text/plain"}]}),
-        "link_never": ("A resource link marked never.", {"content": [
-            {"type": "resource_link", "uri": f"{payload_base}/payroll.csv",
-             "name": "payroll.csv", "disposition": "never"}]}),
-        "fail": ("Always fails.", {"isError": True, "content": [
-            {"type": "text", "text": "the peer failed on purpose"}]}),
+        "image": (
+            "A 1x1 PNG.",
+            {"content": [{"type": "image", "data": PNG_1X1, "mimeType": "image/png"}]},
+        ),
+        "embedded_text": (
+            "An embedded text resource.",
+            {
+                "content": [
+                    {
+                        "type": "resource",
+                        "resource": {
+                            "uri": "peer://secret/notes.txt",
+                            "mimeType": "text/plain",
+                            "text": "embedded words",
+                        },
+                    }
+                ]
+            },
+        ),
+        "embedded_image": (
+            "An embedded image.",
+            {
+                "content": [
+                    {
+                        "type": "resource",
+                        "resource": {
+                            "uri": "peer://secret/pixel.png",
+                            "mimeType": "image/png",
+                            "blob": PNG_1X1,
+                        },
+                    }
+                ]
+            },
+        ),
+        "embedded_pdf": (
+            "An embedded PDF.",
+            {
+                "content": [
+                    {
+                        "type": "resource",
+                        "resource": {
+                            "uri": "peer://secret/report.pdf",
+                            "mimeType": "application/pdf",
+                            "blob": PDF_BLOB,
+                        },
+                    }
+                ]
+            },
+        ),
+        "reference": (
+            "A reference to a payload.",
+            {
+                "content": [
+                    {"type": "text", "text": "the report is attached"},
+                    {
+                        "type": "resource",
+                        "uri": f"{payload_base}/report.txt",
+                        "name": "report.txt",
+                        "mimeType": "text/plain",
+                    },
+                ]
+            },
+        ),
+        "never_reference": (
+            "A reference whose payload must never reach the agent.",
+            {
+                "content": [
+                    {
+                        "type": "resource",
+                        "uri": f"{payload_base}/payroll.csv",
+                        "name": "payroll.csv",
+                        "mimeType": "text/csv",
+                        "disposition": "never",
+                    }
+                ]
+            },
+        ),
+        "note_reference": (
+            "A reference read through resources/read.",
+            {
+                "content": [
+                    {
+                        "type": "resource",
+                        "uri": "peer://notes/readme",
+                        "name": "readme",
+                        "mimeType": "text/plain",
+                    }
+                ]
+            },
+        ),
+        "link_never": (
+            "A resource link marked never.",
+            {
+                "content": [
+                    {
+                        "type": "resource_link",
+                        "uri": f"{payload_base}/payroll.csv",
+                        "name": "payroll.csv",
+                        "disposition": "never",
+                    }
+                ]
+            },
+        ),
+        "fail": (
+            "Always fails.",
+            {"isError": True, "content": [{"type": "text", "text": "the peer failed on purpose"}]},
+        ),
     }
 
 
@@ -68,15 +147,20 @@ def answer(request: dict[str, Any], table: dict[str, tuple[str, dict[str, Any]]]
     method = request.get("method")
     params = request.get("params") or {}
     if method == "initialize":
-        return {"protocolVersion": params.get("protocolVersion", "2025-11-25"),
-                "capabilities": {"tools": {}, "resources": {}},
-                "serverInfo": {"name": "example-peer", "version": "1.0"}}
+        return {
+            "protocolVersion": params.get("protocolVersion", "2025-11-25"),
+            "capabilities": {"tools": {}, "resources": {}},
+            "serverInfo": {"name": "example-peer", "version": "1.0"},
+        }
     if method == "ping":
         return {}
     if method == "tools/list":
-        return {"tools": [{"name": name, "description": description,
-                           "inputSchema": {"type": "object"}}
-                          for name, (description, _) in table.items()]}
+        return {
+            "tools": [
+                {"name": name, "description": description, "inputSchema": {"type": "object"}}
+                for name, (description, _) in table.items()
+            ]
+        }
     if method == "tools/call":
         name = params.get("name")
         if name not in table:

@@ -97,8 +97,11 @@ def read_claims(result: object, memo: dict[int, Classification] | None = None) -
                 break
             below = depth + 1
             stack.extend(
-                [(child, below) for child in reversed(children)
-                 if not isinstance(child, PLAIN_SCALARS)]
+                [
+                    (child, below)
+                    for child in reversed(children)
+                    if not isinstance(child, PLAIN_SCALARS)
+                ]
             )
     except Exception as exc:  # a hostile container type whose iteration raises
         problem = problem or f"reading it raised {type(exc).__name__}"

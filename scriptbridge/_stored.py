@@ -76,6 +76,7 @@ __all__ = [
     "stored_text",
 ]
 
+
 @dataclass(frozen=True, slots=True)
 class ShownText:
     """Text that shows as itself (well formed)."""

@@ -95,7 +95,6 @@ def plain_key(key: object) -> str | None:
     return None
 
 
-
 def children_of(container: dict[Any, Any] | list[Any] | tuple[Any, ...]) -> list[Any]:
     """A container's values, read through the base type's own methods.
 

@@ -349,14 +349,7 @@ def shows_as_itself(block: object) -> bool:
             return has_data(data)
         case Embedded(contents=contents):
             return _contents_show_as_themselves(contents)
-        case (
-            InlineNoMediaType()
-            | Withheld()
-            | Reference()
-            | NoLink()
-            | ScriptObject()
-            | Unknown()
-        ):
+        case InlineNoMediaType() | Withheld() | Reference() | NoLink() | ScriptObject() | Unknown():
             return False
         case unreachable:
             assert_never(unreachable)

@@ -235,7 +235,7 @@ def fetch_refused(ref_id: str, reason: str) -> str:
 
     ``couldn't fetch "<id>": <reason>. Calling again won't change that.``
     """
-    return well_formed(f'couldn\'t fetch "{ref_id}": {reason}. Calling again won\'t change that.')
+    return well_formed(f"couldn't fetch \"{ref_id}\": {reason}. Calling again won't change that.")
 
 
 def fetch_failed(ref_id: str, reason: str) -> str:
@@ -265,10 +265,7 @@ CLOSED: Final = "the host closed its fetcher"
 
 
 def declared_too_large(size: int, cap: int) -> str:
-    return (
-        f"it declares {size_label(size)}, more than the "
-        f"{size_label(cap)} this host fetches"
-    )
+    return f"it declares {size_label(size)}, more than the {size_label(cap)} this host fetches"
 
 
 def over_cap(cap: int) -> str:

@@ -49,8 +49,11 @@ def test_inline_shape(block: dict[str, Any]) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.one_of(st.from_type(ByUriBlock), st.from_type(ResourceLinkBlock),
-                 st.from_type(ReferenceBlock)))
+@given(
+    st.one_of(
+        st.from_type(ByUriBlock), st.from_type(ResourceLinkBlock), st.from_type(ReferenceBlock)
+    )
+)
 def test_reference_shapes(block: dict[str, Any]) -> None:
     """By-uri media, resource links and MCPL references are references to their own uri."""
     kind = classify_block(block)

@@ -32,10 +32,14 @@ def test_inline_and_embedded_never_claim_their_uris() -> None:
     """Inline data's never claims its uri, an embedded resource's its resource.uri."""
     result = {
         "content": [
-            {"type": "image", "data": "AA", "mimeType": "image/png", "uri": "img:1",
-             "disposition": "never"},
-            {"type": "resource", "resource": {"uri": "emb:1", "text": "t"},
-             "disposition": "never"},
+            {
+                "type": "image",
+                "data": "AA",
+                "mimeType": "image/png",
+                "uri": "img:1",
+                "disposition": "never",
+            },
+            {"type": "resource", "resource": {"uri": "emb:1", "text": "t"}, "disposition": "never"},
         ]
     }
     assert read_claims(result).never == {"img:1", "emb:1"}
@@ -43,18 +47,28 @@ def test_inline_and_embedded_never_claim_their_uris() -> None:
 
 def test_only_never_counts_from_inline_and_embedded() -> None:
     """Inline data or an embedded resource claiming another disposition marks nothing."""
-    result = {"content": [
-        {"type": "image", "data": "AA", "mimeType": "image/png", "uri": "img:1",
-         "disposition": "ref"},
-        {"type": "resource", "resource": {"uri": "emb:1", "text": "t"}, "disposition": "ref"},
-    ]}
+    result = {
+        "content": [
+            {
+                "type": "image",
+                "data": "AA",
+                "mimeType": "image/png",
+                "uri": "img:1",
+                "disposition": "ref",
+            },
+            {"type": "resource", "resource": {"uri": "emb:1", "text": "t"}, "disposition": "ref"},
+        ]
+    }
     assert read_claims(result).never == frozenset()
 
 
 def test_empty_uri_marks_nothing() -> None:
     """An embedded resource with an empty uri and a never claims no uri."""
-    result = {"content": [{"type": "resource", "resource": {"uri": "", "text": "t"},
-                           "disposition": "never"}]}
+    result = {
+        "content": [
+            {"type": "resource", "resource": {"uri": "", "text": "t"}, "disposition": "never"}
+        ]
+    }
     assert read_claims(result).never == frozenset()
 
 
@@ -69,8 +83,13 @@ def test_structured_content_is_read_at_any_depth() -> None:
 def test_fields_of_blocks_and_meta_are_read() -> None:
     """A never nested in a block's own fields or in the result's _meta is claimed."""
     result = {
-        "content": [{"type": "text", "text": "t",
-                     "_meta": {"attachment": link("meta:1", disposition="never")}}],
+        "content": [
+            {
+                "type": "text",
+                "text": "t",
+                "_meta": {"attachment": link("meta:1", disposition="never")},
+            }
+        ],
         "_meta": {"also": [link("meta:2", disposition="never")]},
     }
     assert read_claims(result).never == {"meta:1", "meta:2"}
@@ -78,12 +97,19 @@ def test_fields_of_blocks_and_meta_are_read() -> None:
 
 def test_walk_stops_at_an_embedded_resource() -> None:
     """A never nested inside an embedded resource (its _meta and all) marks nothing."""
-    result = {"content": [{
-        "type": "resource",
-        "resource": {"uri": "emb:1", "text": "t",
-                     "_meta": {"x": link("inside:1", disposition="never")}},
-        "_meta": {"y": link("inside:2", disposition="never")},
-    }]}
+    result = {
+        "content": [
+            {
+                "type": "resource",
+                "resource": {
+                    "uri": "emb:1",
+                    "text": "t",
+                    "_meta": {"x": link("inside:1", disposition="never")},
+                },
+                "_meta": {"y": link("inside:2", disposition="never")},
+            }
+        ]
+    }
     claims = read_claims(result)
     assert claims.never == frozenset()
     assert claims.references == ()
@@ -91,8 +117,11 @@ def test_walk_stops_at_an_embedded_resource() -> None:
 
 def test_error_results_are_walked_the_same() -> None:
     """An error result's nested never is claimed like a success's."""
-    result = {"isError": True, "content": [{"type": "text", "text": "failed"}],
-              "structuredContent": {"attachment": link("err:1", disposition="never")}}
+    result = {
+        "isError": True,
+        "content": [{"type": "text", "text": "failed"}],
+        "structuredContent": {"attachment": link("err:1", disposition="never")},
+    }
     assert read_claims(result).never == {"err:1"}
 
 
@@ -107,8 +136,10 @@ def test_call_tool_result_is_accepted() -> None:
 
 def test_too_deep_fails_closed_but_keeps_what_it_read() -> None:
     """Past the depth limit the claims are unreadable, yet nevers read elsewhere still count."""
-    result = {"content": [link("shallow:1", disposition="never")],
-              "structuredContent": nested(link("deep:1", disposition="never"), MAX_DEPTH)}
+    result = {
+        "content": [link("shallow:1", disposition="never")],
+        "structuredContent": nested(link("deep:1", disposition="never"), MAX_DEPTH),
+    }
     claims = read_claims(result)
     assert claims.unreadable is not None and "deeper" in claims.unreadable
     assert claims.never == {"shallow:1"}
@@ -165,8 +196,12 @@ def test_ten_thousand_levels_never_overflow_the_stack() -> None:
 
 def test_result_itself_is_not_a_block() -> None:
     """A result dict with a type field is still read as a result, its fields walked."""
-    result = {"type": "resource", "uri": "top:1", "disposition": "never",
-              "content": [link("c:1", disposition="never")]}
+    result = {
+        "type": "resource",
+        "uri": "top:1",
+        "disposition": "never",
+        "content": [link("c:1", disposition="never")],
+    }
     assert read_claims(result).never == {"c:1"}
 
 
@@ -180,12 +215,19 @@ def test_claims_walk_is_pure() -> None:
 
 def test_walk_stops_at_an_embedded_resource_claiming_a_disposition() -> None:
     """An embedded resource that claims a disposition is still not read into, beyond its never."""
-    result = {"content": [{
-        "type": "resource",
-        "disposition": "never",
-        "resource": {"uri": "emb:1", "text": "t",
-                     "_meta": {"x": link("inside:1", disposition="never")}},
-    }]}
+    result = {
+        "content": [
+            {
+                "type": "resource",
+                "disposition": "never",
+                "resource": {
+                    "uri": "emb:1",
+                    "text": "t",
+                    "_meta": {"x": link("inside:1", disposition="never")},
+                },
+            }
+        ]
+    }
     claims = read_claims(result)
     assert claims.never == {"emb:1"}
     assert claims.references == ()

@@ -67,11 +67,15 @@ def test_inline_claiming_a_disposition_is_withheld(disposition: object) -> None:
 
 def test_inline_never_claims_its_uri_even_with_data() -> None:
     """An image block's never claims its uri whether or not it has data."""
-    block = {"type": "image", "data": "AA", "mimeType": "image/png", "uri": "https://x/a.png",
-             "disposition": "never"}
+    block = {
+        "type": "image",
+        "data": "AA",
+        "mimeType": "image/png",
+        "uri": "https://x/a.png",
+        "disposition": "never",
+    }
     assert classify_block(block) == Withheld(never_uri="https://x/a.png", embedded=False)
-    null_disposition = {"type": "image", "data": "AA", "mimeType": "image/png",
-                        "disposition": None}
+    null_disposition = {"type": "image", "data": "AA", "mimeType": "image/png", "disposition": None}
     assert isinstance(classify_block(null_disposition), Inline)
 
 
@@ -82,7 +86,10 @@ def test_by_uri_media_is_a_reference(kind: str) -> None:
     result = classify_block(block)
     assert isinstance(result, Reference)
     assert (result.source, result.uri, result.never, result.mime) == (
-        kind, "https://x/a", True, "image/png",
+        kind,
+        "https://x/a",
+        True,
+        "image/png",
     )
 
 
@@ -93,11 +100,20 @@ def test_media_with_neither_data_nor_uri_is_unknown() -> None:
 
 def test_mcpl_reference_and_resource_link() -> None:
     """A resource with a uri of its own, or a resource_link, is a reference with its facts."""
-    ref = classify_block({"type": "resource", "uri": "https://x/r.pdf", "name": "r.pdf",
-                          "mimeType": "application/pdf", "size": 12, "disposition": "never",
-                          "expires": "2030-01-01T00:00:00Z"})
-    assert ref == Reference("resource", "https://x/r.pdf", "r.pdf", "application/pdf", 12, True,
-                            "2030-01-01T00:00:00Z")
+    ref = classify_block(
+        {
+            "type": "resource",
+            "uri": "https://x/r.pdf",
+            "name": "r.pdf",
+            "mimeType": "application/pdf",
+            "size": 12,
+            "disposition": "never",
+            "expires": "2030-01-01T00:00:00Z",
+        }
+    )
+    assert ref == Reference(
+        "resource", "https://x/r.pdf", "r.pdf", "application/pdf", 12, True, "2030-01-01T00:00:00Z"
+    )
     link = classify_block({"type": "resource_link", "uri": "mcp://a", "name": 5, "size": True})
     assert link == Reference("resource_link", "mcp://a", None, None, None, False, None)
 
@@ -180,8 +196,10 @@ def test_embedded_image_and_audio_blobs(mime: str, kind: str) -> None:
     assert result == Embedded("mem://doc", Inline(kind, "AAAA", mime))  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("mime", ["application/pdf", "image", "image/", "image//png", "imagex/png",
-                                  " image/png", "audio"])
+@pytest.mark.parametrize(
+    "mime",
+    ["application/pdf", "image", "image/", "image//png", "imagex/png", " image/png", "audio"],
+)
 def test_embedded_blob_of_other_types_shows_a_marker(mime: str) -> None:
     """A bare image, an empty subtype or any other type shows the unshowable marker."""
     result = classify_block(embedded(mimeType=mime, blob=PDF_12KB))
@@ -247,8 +265,18 @@ def test_script_object_and_forgeries() -> None:
 
 
 @pytest.mark.parametrize(
-    "block", [None, 5, "text", ["type", "text"], {}, {"type": "video"}, {"type": None},
-              {"type": ["text"]}, {"type": "Text", "text": "x"}]
+    "block",
+    [
+        None,
+        5,
+        "text",
+        ["type", "text"],
+        {},
+        {"type": "video"},
+        {"type": None},
+        {"type": ["text"]},
+        {"type": "Text", "text": "x"},
+    ],
 )
 def test_unknown_blocks(block: object) -> None:
     """Any other type, or a non-dict, is unknown."""
@@ -267,8 +295,11 @@ def test_hostile_dict_subclass_is_unknown() -> None:
 
 def test_classification_does_not_mutate_the_block() -> None:
     """Classifying leaves the block exactly as it was."""
-    block = {"type": "resource", "resource": {"uri": "mem://a", "blob": "AA", "mimeType": "x/y"},
-             "disposition": "never"}
+    block = {
+        "type": "resource",
+        "resource": {"uri": "mem://a", "blob": "AA", "mimeType": "x/y"},
+        "disposition": "never",
+    }
     snapshot = repr(block)
     classify_block(block)
     assert repr(block) == snapshot

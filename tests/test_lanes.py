@@ -64,8 +64,13 @@ def all_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def stub(ref_id: str | None, tail: str, name: str | None = None, mime: str | None = None,
-         size: int | None = None) -> str:
+def stub(
+    ref_id: str | None,
+    tail: str,
+    name: str | None = None,
+    mime: str | None = None,
+    size: int | None = None,
+) -> str:
     return markers.reference_stub(ref_id, name, mime, size, tail)
 
 
@@ -132,28 +137,50 @@ def test_embedded_with_null_or_empty_top_uri(reg: ReferenceRegistry, top_uri: An
 
 UNSHOWABLE = [
     pytest.param(emb_pdf(), PDF_MARKER, id="other-type"),
-    pytest.param(embedded(mimeType="image", blob=BLOB_3KB),
-                 markers.embedded_unshowable("image", 3072), id="bare-image"),
-    pytest.param(embedded(mimeType="image/", blob=BLOB_3KB),
-                 markers.embedded_unshowable("image/", 3072), id="empty-subtype"),
+    pytest.param(
+        embedded(mimeType="image", blob=BLOB_3KB),
+        markers.embedded_unshowable("image", 3072),
+        id="bare-image",
+    ),
+    pytest.param(
+        embedded(mimeType="image/", blob=BLOB_3KB),
+        markers.embedded_unshowable("image/", 3072),
+        id="empty-subtype",
+    ),
     pytest.param(embedded(blob=BLOB_3KB), markers.EMBEDDED_NO_MEDIA_TYPE, id="no-media-type"),
-    pytest.param(embedded(mimeType="image/png", blob=""), markers.inline_no_data("image"),
-                 id="empty-image-blob"),
-    pytest.param(embedded(mimeType="audio/wav", blob=""), markers.inline_no_data("audio"),
-                 id="empty-audio-blob"),
-    pytest.param(embedded(text="t", blob=PNG, mimeType="image/png"),
-                 markers.EMBEDDED_UNREADABLE, id="both"),
+    pytest.param(
+        embedded(mimeType="image/png", blob=""),
+        markers.inline_no_data("image"),
+        id="empty-image-blob",
+    ),
+    pytest.param(
+        embedded(mimeType="audio/wav", blob=""),
+        markers.inline_no_data("audio"),
+        id="empty-audio-blob",
+    ),
+    pytest.param(
+        embedded(text="t", blob=PNG, mimeType="image/png"), markers.EMBEDDED_UNREADABLE, id="both"
+    ),
     pytest.param(embedded(mimeType="text/plain"), markers.EMBEDDED_UNREADABLE, id="neither"),
-    pytest.param({**emb_text("t"), "disposition": "never"}, markers.WITHHELD_DISPOSITION,
-                 id="disposition-never"),
-    pytest.param({**emb_png(), "disposition": "ref"}, markers.WITHHELD_DISPOSITION,
-                 id="disposition-ref"),
-    pytest.param({**emb_text("t"), "disposition": ""}, markers.WITHHELD_DISPOSITION,
-                 id="disposition-empty"),
-    pytest.param({**emb_text("t"), "disposition": False}, markers.WITHHELD_DISPOSITION,
-                 id="disposition-false"),
-    pytest.param({**emb_text("t"), "disposition": 0}, markers.WITHHELD_DISPOSITION,
-                 id="disposition-zero"),
+    pytest.param(
+        {**emb_text("t"), "disposition": "never"},
+        markers.WITHHELD_DISPOSITION,
+        id="disposition-never",
+    ),
+    pytest.param(
+        {**emb_png(), "disposition": "ref"}, markers.WITHHELD_DISPOSITION, id="disposition-ref"
+    ),
+    pytest.param(
+        {**emb_text("t"), "disposition": ""}, markers.WITHHELD_DISPOSITION, id="disposition-empty"
+    ),
+    pytest.param(
+        {**emb_text("t"), "disposition": False},
+        markers.WITHHELD_DISPOSITION,
+        id="disposition-false",
+    ),
+    pytest.param(
+        {**emb_text("t"), "disposition": 0}, markers.WITHHELD_DISPOSITION, id="disposition-zero"
+    ),
 ]
 
 
@@ -178,10 +205,15 @@ def test_embedded_uri_and_data_shown_nowhere(reg: ReferenceRegistry) -> None:
     blocks = [emb_text("t"), emb_png(), emb_wav(), pdf, embedded(blob=pdf_data)]
     result = {"content": blocks}
     nested = {"content": [], "structuredContent": {"a": blocks, "b": {"c": pdf}}}
-    outputs = [stored_copy(result, reg), stored_copy(nested, reg), live_copy(result, reg),
-               live_copy(nested, reg), convert_push(blocks, reg),
-               convert_push(blocks, reg, position="system"),
-               withheld_copy(nested, reg, ["a", "b"])]
+    outputs = [
+        stored_copy(result, reg),
+        stored_copy(nested, reg),
+        live_copy(result, reg),
+        live_copy(nested, reg),
+        convert_push(blocks, reg),
+        convert_push(blocks, reg, position="system"),
+        withheld_copy(nested, reg, ["a", "b"]),
+    ]
     for out in outputs:
         flat = all_text(out)
         assert "mem://" not in flat and "token=abc" not in flat and "resource" not in flat
@@ -202,11 +234,19 @@ def test_data_added_only_when_content_is_empty(reg: ReferenceRegistry) -> None:
 
 def test_blocks_at_depth_show_as_their_text(reg: ReferenceRegistry) -> None:
     """At depth each block becomes its stored text, an embedded one never JSON; other dicts stay."""
-    data = {"doc": emb_text("inner"), "pic": emb_png(), "pdf": emb_pdf(),
-            "list": [text("t"), image(), {"type": "video"}]}
+    data = {
+        "doc": emb_text("inner"),
+        "pic": emb_png(),
+        "pdf": emb_pdf(),
+        "list": [text("t"), image(), {"type": "video"}],
+    }
     out = stored_copy({"content": [], "structuredContent": data}, reg)
-    assert json.loads(out) == {"doc": "inner", "pic": PNG_PLACEHOLDER, "pdf": PDF_MARKER,
-                               "list": ["t", PNG_PLACEHOLDER, {"type": "video"}]}
+    assert json.loads(out) == {
+        "doc": "inner",
+        "pic": PNG_PLACEHOLDER,
+        "pdf": PDF_MARKER,
+        "list": ["t", PNG_PLACEHOLDER, {"type": "video"}],
+    }
 
 
 def test_data_that_is_a_block_shows_its_text_well_formed(reg: ReferenceRegistry) -> None:
@@ -236,9 +276,13 @@ def test_values_json_cant_carry_show_unreadable_value(reg: ReferenceRegistry) ->
     """Objects, bytes, odd keys and ints past Python's digit limit show UNREADABLE_VALUE."""
     data = {"o": object(), "b": b"raw", "k": {object(): 1}, "big": 10**5000, "ok": [1, 2.5, True]}
     parsed = json.loads(stored_copy({"content": [], "structuredContent": data}, reg))
-    assert parsed == {"o": markers.UNREADABLE_VALUE, "b": markers.UNREADABLE_VALUE,
-                      "k": markers.UNREADABLE_VALUE, "big": markers.UNREADABLE_VALUE,
-                      "ok": [1, 2.5, True]}
+    assert parsed == {
+        "o": markers.UNREADABLE_VALUE,
+        "b": markers.UNREADABLE_VALUE,
+        "k": markers.UNREADABLE_VALUE,
+        "big": markers.UNREADABLE_VALUE,
+        "ok": [1, 2.5, True],
+    }
 
 
 def test_hostile_containers_do_not_raise(reg: ReferenceRegistry) -> None:
@@ -270,16 +314,26 @@ def test_hostile_containers_do_not_raise(reg: ReferenceRegistry) -> None:
 
 def test_reference_stub_tails(reg: ReferenceRegistry) -> None:
     """A reference shows its stub, ending with its saved path, the fetch hint or PAYLOAD_NEVER."""
-    saved, hinted, never = reg.ingest({"content": [
-        link("https://x/saved.txt", name="saved.txt", mimeType="text/plain", size=3),
-        link("https://x/hint.txt", name="hint.txt"),
-        link("https://x/never.txt", name="never.txt"),
-    ]}, server="docs")
+    saved, hinted, never = reg.ingest(
+        {
+            "content": [
+                link("https://x/saved.txt", name="saved.txt", mimeType="text/plain", size=3),
+                link("https://x/hint.txt", name="hint.txt"),
+                link("https://x/never.txt", name="never.txt"),
+            ]
+        },
+        server="docs",
+    )
     reg.record_saved(saved, "refs/saved.txt", 3, "0" * 64)
     reg.record_saved(never, "refs/never.txt", 3, "0" * 64)
     reg.ingest({"content": [link("https://x/never.txt", disposition="never")]}, server="docs")
-    result = {"content": [link("https://x/saved.txt"), link("https://x/hint.txt"),
-                          link("https://x/never.txt")]}
+    result = {
+        "content": [
+            link("https://x/saved.txt"),
+            link("https://x/hint.txt"),
+            link("https://x/never.txt"),
+        ]
+    }
     out = stored_copy(result, reg)
     assert out.split("\n") == [
         stub(saved.id, "saved: refs/saved.txt", "saved.txt", "text/plain", 3),
@@ -291,21 +345,38 @@ def test_reference_stub_tails(reg: ReferenceRegistry) -> None:
 
 def test_no_reference_uri_on_any_model_lane(reg: ReferenceRegistry) -> None:
     """Even a fetchable, credential-free uri is never shown on a model lane."""
-    result = {"content": [link("https://x/plain.txt"), {"type": "image", "uri": "https://x/p.png"},
-                          {"type": "resource", "uri": "https://x/r"}],
-              "structuredContent": {"k": link("https://x/deep")}}
+    result = {
+        "content": [
+            link("https://x/plain.txt"),
+            {"type": "image", "uri": "https://x/p.png"},
+            {"type": "resource", "uri": "https://x/r"},
+        ],
+        "structuredContent": {"k": link("https://x/deep")},
+    }
     reg.ingest(result, server="docs")
-    outputs = [stored_copy(result, reg), live_copy(result, reg),
-               convert_push(result["content"], reg), stored_copy({**result, "content": []}, reg)]
+    outputs = [
+        stored_copy(result, reg),
+        live_copy(result, reg),
+        convert_push(result["content"], reg),
+        stored_copy({**result, "content": []}, reg),
+    ]
     for out in outputs:
         assert "https://" not in all_text(out)
 
 
 def test_never_of_same_result_keeps_link_to_stub(reg: ReferenceRegistry) -> None:
     """An embedded never keeps a link of the same result to its stub, beside a fetchable control."""
-    result = {"content": [{**emb_text("t"), "resource": {"uri": "https://x/e", "text": "t"},
-                           "disposition": "never"},
-                          link("https://x/e"), link("https://x/control")]}
+    result = {
+        "content": [
+            {
+                **emb_text("t"),
+                "resource": {"uri": "https://x/e", "text": "t"},
+                "disposition": "never",
+            },
+            link("https://x/e"),
+            link("https://x/control"),
+        ]
+    }
     marked, control = reg.ingest(result, server="docs")
     assert stored_copy(result, reg).split("\n") == [
         markers.WITHHELD_DISPOSITION,
@@ -316,21 +387,35 @@ def test_never_of_same_result_keeps_link_to_stub(reg: ReferenceRegistry) -> None
 
 def test_never_of_same_result_keeps_link_to_stub_at_depth(reg: ReferenceRegistry) -> None:
     """At depth, an embedded never keeps a same-result link to its stub; a control is fetchable."""
-    never_embedded = {"type": "resource", "resource": {"uri": "https://x/e", "text": "t"},
-                      "disposition": "never"}
-    result = {"content": [], "structuredContent": {
-        "att": never_embedded, "links": [link("https://x/e"), link("https://x/control")]}}
+    never_embedded = {
+        "type": "resource",
+        "resource": {"uri": "https://x/e", "text": "t"},
+        "disposition": "never",
+    }
+    result = {
+        "content": [],
+        "structuredContent": {
+            "att": never_embedded,
+            "links": [link("https://x/e"), link("https://x/control")],
+        },
+    }
     marked, control = reg.ingest(result, server="docs")
     parsed = json.loads(stored_copy(result, reg))
-    assert parsed == {"att": markers.WITHHELD_DISPOSITION,
-                      "links": [stub(marked.id, markers.PAYLOAD_NEVER),
-                                stub(control.id, markers.FETCH_HINT)]}
+    assert parsed == {
+        "att": markers.WITHHELD_DISPOSITION,
+        "links": [stub(marked.id, markers.PAYLOAD_NEVER), stub(control.id, markers.FETCH_HINT)],
+    }
 
 
 def test_never_of_same_result_before_ingestion(reg: ReferenceRegistry) -> None:
     """Before ingestion, a link a same-result never names shows PAYLOAD_NEVER, not unregistered."""
-    never_image = {"type": "image", "data": PNG, "mimeType": "image/png",
-                   "uri": "https://x/i.png", "disposition": "never"}
+    never_image = {
+        "type": "image",
+        "data": PNG,
+        "mimeType": "image/png",
+        "uri": "https://x/i.png",
+        "disposition": "never",
+    }
     result = {"content": [never_image, link("https://x/i.png"), link("https://x/ok")]}
     assert stored_copy(result, reg).split("\n") == [
         markers.WITHHELD_DISPOSITION,
@@ -341,8 +426,14 @@ def test_never_of_same_result_before_ingestion(reg: ReferenceRegistry) -> None:
 
 def test_claims_walk_stops_at_embedded_resource(reg: ReferenceRegistry) -> None:
     """A never nested in an embedded resource's _meta doesn't withhold a link of the result."""
-    inner = {"type": "resource", "resource": {
-        "uri": "mem://e", "text": "t", "_meta": {"x": link("https://x/a", disposition="never")}}}
+    inner = {
+        "type": "resource",
+        "resource": {
+            "uri": "mem://e",
+            "text": "t",
+            "_meta": {"x": link("https://x/a", disposition="never")},
+        },
+    }
     result = {"content": [inner, link("https://x/a")]}
     (record,) = reg.ingest(result, server="docs")
     assert stored_copy(result, reg) == f"t\n{stub(record.id, markers.FETCH_HINT)}"
@@ -350,10 +441,12 @@ def test_claims_walk_stops_at_embedded_resource(reg: ReferenceRegistry) -> None:
 
 def test_disposition_ref_and_empty_uri_mark_nothing(reg: ReferenceRegistry) -> None:
     """An embedded 'ref' disposition, or a never with an empty uri, leaves a link fetchable."""
-    ref_embedded = {"type": "resource", "resource": {"uri": "https://x/r", "text": "t"},
-                    "disposition": "ref"}
-    empty_never = {"type": "resource", "resource": {"uri": "", "text": "t"},
-                   "disposition": "never"}
+    ref_embedded = {
+        "type": "resource",
+        "resource": {"uri": "https://x/r", "text": "t"},
+        "disposition": "ref",
+    }
+    empty_never = {"type": "resource", "resource": {"uri": "", "text": "t"}, "disposition": "never"}
     result = {"content": [ref_embedded, empty_never, link("https://x/r")]}
     (record,) = reg.ingest(result, server="docs")
     assert stored_copy(result, reg).split("\n")[-1] == stub(record.id, markers.FETCH_HINT)
@@ -372,8 +465,20 @@ def test_unreadable_result_shows_unreadable_result(reg: ReferenceRegistry) -> No
 
 def test_unregistered_reference_and_marked_uri(reg: ReferenceRegistry) -> None:
     """With no record, a stub says the host didn't register it, or PAYLOAD_NEVER if marked."""
-    reg.ingest({"content": [{"type": "image", "data": PNG, "mimeType": "image/png",
-                             "uri": "https://x/m", "disposition": "never"}]}, server="docs")
+    reg.ingest(
+        {
+            "content": [
+                {
+                    "type": "image",
+                    "data": PNG,
+                    "mimeType": "image/png",
+                    "uri": "https://x/m",
+                    "disposition": "never",
+                }
+            ]
+        },
+        server="docs",
+    )
     result = {"content": [link("https://x/u", name="u.txt"), link("https://x/m")]}
     assert stored_copy(result, reg).split("\n") == [
         stub(None, markers.REFERENCE_UNREGISTERED, "u.txt"),
@@ -393,10 +498,16 @@ def test_name_holding_the_uri_is_left_out(reg: ReferenceRegistry) -> None:
 def test_script_object_resolved_or_unknown(reg: ReferenceRegistry) -> None:
     """A reference script object shows its record's stub; a forged one the unknown marker."""
     (record,) = reg.ingest({"content": [link("https://x/a", name="a")]}, server="docs")
-    result = {"content": [{"type": "reference", "id": record.id, "uri": "https://evil"},
-                          {"type": "reference", "id": "ref_forged", "uri": "https://evil"}]}
+    result = {
+        "content": [
+            {"type": "reference", "id": record.id, "uri": "https://evil"},
+            {"type": "reference", "id": "ref_forged", "uri": "https://evil"},
+        ]
+    }
     assert stored_copy(result, reg).split("\n") == [
-        stub(record.id, markers.FETCH_HINT, "a"), markers.UNKNOWN_BLOCK]
+        stub(record.id, markers.FETCH_HINT, "a"),
+        markers.UNKNOWN_BLOCK,
+    ]
 
 
 # --- error results ------------------------------------------------------------------------------
@@ -404,9 +515,11 @@ def test_script_object_resolved_or_unknown(reg: ReferenceRegistry) -> None:
 
 def test_error_result_keeps_only_text_blocks(reg: ReferenceRegistry) -> None:
     """An error result keeps only its text blocks on every tool-result lane, and no data."""
-    result = {"isError": True, "content": [text("boom"), emb_text("hidden words"), image(),
-                                           link("https://x/a")],
-              "structuredContent": {"detail": "d"}}
+    result = {
+        "isError": True,
+        "content": [text("boom"), emb_text("hidden words"), image(), link("https://x/a")],
+        "structuredContent": {"detail": "d"},
+    }
     assert stored_copy(result, reg) == "boom"
     assert live_copy(result, reg) == [text("boom")]
 
@@ -423,8 +536,10 @@ def test_error_words_in_embedded_text_do_not_show(reg: ReferenceRegistry) -> Non
 
 def test_withheld_copy_keeps_picked_fields_only(reg: ReferenceRegistry) -> None:
     """A withheld result keeps only the host's picked fields, blocks as their text."""
-    result = {"content": [text("body")], "structuredContent": {
-        "title": "t", "secret": "s", "att": emb_text("inner")}}
+    result = {
+        "content": [text("body")],
+        "structuredContent": {"title": "t", "secret": "s", "att": emb_text("inner")},
+    }
     out = withheld_copy(result, reg, keep=["title", "att", "missing"])
     assert json.loads(out) == {"title": "t", "att": "inner"}
     assert "body" not in out and "secret" not in out
@@ -475,9 +590,7 @@ def test_490_embedded_texts_beside_an_image_stay_native(reg: ReferenceRegistry) 
 
 
 @pytest.mark.parametrize(("make", "marker"), [(emb_wav, WAV_MARKER), (emb_pdf, PDF_MARKER)])
-def test_embedded_markers_count_as_markers(
-    reg: ReferenceRegistry, make: Any, marker: str
-) -> None:
+def test_embedded_markers_count_as_markers(reg: ReferenceRegistry, make: Any, marker: str) -> None:
     """Embedded audio and pdf markers count as markers: one fits a cap of 100, two pass it."""
     assert len(marker) <= 100 < 2 * len(marker)
     one = {"content": [image(), make()]}
@@ -530,8 +643,10 @@ def test_push_lane_text_and_inline_media_natively(reg: ReferenceRegistry) -> Non
 
 def test_push_lane_marked_uri_only_image_is_its_stub(reg: ReferenceRegistry) -> None:
     """A uri-only image whose record is marked never becomes its stub, never a url source."""
-    (record,) = reg.ingest({"content": [{"type": "image", "uri": "https://x/p.png",
-                                         "disposition": "never"}]}, server="docs")
+    (record,) = reg.ingest(
+        {"content": [{"type": "image", "uri": "https://x/p.png", "disposition": "never"}]},
+        server="docs",
+    )
     out = convert_push([{"type": "image", "uri": "https://x/p.png"}], reg)
     assert out == [text(stub(record.id, markers.PAYLOAD_NEVER))]
     assert "https://" not in all_text(out)
@@ -541,16 +656,23 @@ def test_push_lane_other_uri_only_image_is_its_stub(reg: ReferenceRegistry) -> N
     """An unmarked uri-only image is its stub too: the provider never gets a url to fetch."""
     block = {"type": "image", "uri": "https://x/q.png", "mimeType": "image/png"}
     assert convert_push([block], reg) == [
-        text(stub(None, markers.REFERENCE_UNREGISTERED, mime="image/png"))]
+        text(stub(None, markers.REFERENCE_UNREGISTERED, mime="image/png"))
+    ]
     (record,) = reg.ingest({"content": [block]}, server="docs")
     assert convert_push([block], reg) == [
-        text(stub(record.id, markers.FETCH_HINT, mime="image/png"))]
+        text(stub(record.id, markers.FETCH_HINT, mime="image/png"))
+    ]
 
 
 def test_push_lane_reads_the_message_own_claims(reg: ReferenceRegistry) -> None:
     """A never in the message itself keeps a uri-only image of it to its never stub."""
-    never = {"type": "image", "data": PNG, "mimeType": "image/png", "uri": "https://x/n",
-             "disposition": "never"}
+    never = {
+        "type": "image",
+        "data": PNG,
+        "mimeType": "image/png",
+        "uri": "https://x/n",
+        "disposition": "never",
+    }
     out = convert_push([never, {"type": "image", "uri": "https://x/n"}], reg)
     assert out == [text(markers.WITHHELD_DISPOSITION), text(stub(None, markers.PAYLOAD_NEVER))]
 
@@ -581,34 +703,40 @@ def test_push_lane_of_nothing_or_garbage(reg: ReferenceRegistry) -> None:
 # --- emptiness and render results ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("blocks", [
-    [],
-    None,
-    [text("")],
-    [text("  \n\t")],
-    [text("\u200b\u202e ")],
-    [emb_text("")],
-    [emb_text(" \n"), text("")],
-])
+@pytest.mark.parametrize(
+    "blocks",
+    [
+        [],
+        None,
+        [text("")],
+        [text("  \n\t")],
+        [text("\u200b\u202e ")],
+        [emb_text("")],
+        [emb_text(" \n"), text("")],
+    ],
+)
 def test_visibly_empty(blocks: Any) -> None:
     """Blank text and embedded resources with blank text are nothing to see."""
     assert is_visibly_empty(blocks) is True
 
 
-@pytest.mark.parametrize("blocks", [
-    [text("x")],
-    [emb_text("x")],
-    [emb_text(""), text("x")],
-    [{**emb_text(""), "disposition": "ref"}],
-    [emb_png()],
-    [emb_pdf()],
-    [embedded(blob="AAAA")],
-    [image()],
-    [link("https://x/a")],
-    [{"type": "video"}],
-    [{"type": "resource"}],
-    "not a list",
-])
+@pytest.mark.parametrize(
+    "blocks",
+    [
+        [text("x")],
+        [emb_text("x")],
+        [emb_text(""), text("x")],
+        [{**emb_text(""), "disposition": "ref"}],
+        [emb_png()],
+        [emb_pdf()],
+        [embedded(blob="AAAA")],
+        [image()],
+        [link("https://x/a")],
+        [{"type": "video"}],
+        [{"type": "resource"}],
+        "not a list",
+    ],
+)
 def test_not_visibly_empty(blocks: Any) -> None:
     """Every other block, an embedded marker or a withheld notice included, is something to see."""
     assert is_visibly_empty(blocks) is False
@@ -620,28 +748,41 @@ def test_block_reached_twice_is_not_empty() -> None:
     assert is_visibly_empty([blank, blank]) is False
 
 
-@pytest.mark.parametrize("block", [text("x"), text(""), image(), emb_text("t"), emb_png(),
-                                   emb_wav(), {"type": "audio", "data": "AA", "mimeType": "a/b"}])
+@pytest.mark.parametrize(
+    "block",
+    [
+        text("x"),
+        text(""),
+        image(),
+        emb_text("t"),
+        emb_png(),
+        emb_wav(),
+        {"type": "audio", "data": "AA", "mimeType": "a/b"},
+    ],
+)
 def test_shows_as_itself_accepts(block: dict[str, Any]) -> None:
     """Text, inline data and an embedded resource whose contents show as themselves pass."""
     assert shows_as_itself(block) is True
 
 
-@pytest.mark.parametrize("block", [
-    emb_pdf(),
-    embedded(blob="AAAA"),
-    embedded(),
-    embedded(mimeType="image/png", blob=""),
-    {**emb_text("t"), "disposition": "never"},
-    {"type": "image", "data": "", "mimeType": "image/png"},
-    {"type": "image", "data": PNG},
-    {"type": "image", "uri": "https://x/p.png"},
-    link("https://x/a"),
-    {"type": "resource"},
-    {"type": "reference", "id": "ref_x"},
-    {"type": "video"},
-    "text",
-])
+@pytest.mark.parametrize(
+    "block",
+    [
+        emb_pdf(),
+        embedded(blob="AAAA"),
+        embedded(),
+        embedded(mimeType="image/png", blob=""),
+        {**emb_text("t"), "disposition": "never"},
+        {"type": "image", "data": "", "mimeType": "image/png"},
+        {"type": "image", "data": PNG},
+        {"type": "image", "uri": "https://x/p.png"},
+        link("https://x/a"),
+        {"type": "resource"},
+        {"type": "reference", "id": "ref_x"},
+        {"type": "video"},
+        "text",
+    ],
+)
 def test_shows_as_itself_refuses(block: Any) -> None:
     """A block shown as a marker, a placeholder or a stub is refused."""
     assert shows_as_itself(block) is False
@@ -676,8 +817,10 @@ def test_lanes_are_pure(reg: ReferenceRegistry) -> None:
     """No lane changes the result, the registry's records or its LRU order."""
     small = ReferenceRegistry(capacity=2)
     small.ingest({"content": [link("o:1"), link("o:2")]}, server=None)
-    result = {"content": [link("o:1"), {"type": "image", "uri": "o:2", "disposition": "never"}],
-              "structuredContent": {"x": [link("o:1")]}}
+    result = {
+        "content": [link("o:1"), {"type": "image", "uri": "o:2", "disposition": "never"}],
+        "structuredContent": {"x": [link("o:1")]},
+    }
     before = repr(result)
     stored_copy(result, small)
     live_copy(result, small)
@@ -693,8 +836,10 @@ def test_call_tool_result_accepted(reg: ReferenceRegistry) -> None:
     """The mcp SDK's CallToolResult reads like its dict on the tool-result lanes."""
     inner = mcp_types.TextResourceContents(uri="mem://e", mimeType="text/plain", text="inner")
     result = mcp_types.CallToolResult(
-        content=[mcp_types.TextContent(type="text", text="x"),
-                 mcp_types.EmbeddedResource(type="resource", resource=inner)],
+        content=[
+            mcp_types.TextContent(type="text", text="x"),
+            mcp_types.EmbeddedResource(type="resource", resource=inner),
+        ],
     )
     assert stored_copy(result, reg) == "x\ninner"
     assert live_copy(result, reg) == [text("x"), text("inner")]

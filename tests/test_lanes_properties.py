@@ -28,8 +28,9 @@ from scriptbridge.lanes import (
 )
 
 HOSTILE_TEXT = st.text(
-    alphabet=st.characters(categories=["L", "N", "P", "Zs", "Cc", "Cf", "Cs"],
-                           exclude_characters=":"),
+    alphabet=st.characters(
+        categories=["L", "N", "P", "Zs", "Cc", "Cf", "Cs"], exclude_characters=":"
+    ),
     max_size=12,
 )
 REF_URIS = st.integers(0, 30).map(lambda n: f"ref:{n:03d}/x")
@@ -42,15 +43,30 @@ ALL_URIS = (
     + [f"emb:{n:03d}/x" for n in range(31)]
     + ["ref:900/x", "ref:901/x", "ref:902/x", "pw@", "sig=1"]
 )
-SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), HOSTILE_TEXT,
-                    st.binary(max_size=4))
+SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(), HOSTILE_TEXT, st.binary(max_size=4)
+)
 DISPOSITIONS = st.one_of(
     st.sampled_from(["never", "NEVER", " never ", "ref", "", "inline", None, False, 0]), SCALARS
 )
 MIMES = st.one_of(
-    st.sampled_from(["image/png", "Image/PNG", "audio/wav", "application/pdf", "image", "image/",
-                     "image/svg+xml", "text/plain", "", "image/\u202epng", "image/p\ud800ng"]),
-    HOSTILE_TEXT, SCALARS,
+    st.sampled_from(
+        [
+            "image/png",
+            "Image/PNG",
+            "audio/wav",
+            "application/pdf",
+            "image",
+            "image/",
+            "image/svg+xml",
+            "text/plain",
+            "",
+            "image/\u202epng",
+            "image/p\ud800ng",
+        ]
+    ),
+    HOSTILE_TEXT,
+    SCALARS,
 )
 DATA = st.one_of(st.sampled_from(["", "AAAA", "iVBORw0KGgo=", "A" * 400, " "]), SCALARS)
 _ABSENT = object()
@@ -78,8 +94,13 @@ class RaisingList(list[Any]):
 
 
 HOSTILE_OBJECTS = st.sampled_from(["dict", "list", "object"]).map(
-    lambda kind: RaisingDict(type="text", text="x") if kind == "dict"
-    else RaisingList([1]) if kind == "list" else object()
+    lambda kind: (
+        RaisingDict(type="text", text="x")
+        if kind == "dict"
+        else RaisingList([1])
+        if kind == "list"
+        else object()
+    )
 )
 
 
@@ -107,8 +128,11 @@ def blocks(draw: st.DrawFn, at_depth: bool = False) -> dict[str, Any]:
                     "blob": DATA,
                     "mimeType": MIMES,
                     "_meta": st.builds(
-                        lambda u: {"inner": {"type": "resource_link", "uri": u,
-                                             "disposition": "never"}}, REF_URIS),
+                        lambda u: {
+                            "inner": {"type": "resource_link", "uri": u, "disposition": "never"}
+                        },
+                        REF_URIS,
+                    ),
                 },
             ),
             SCALARS,
@@ -132,8 +156,9 @@ def nested(leaves: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
         leaves,
         lambda inner: st.one_of(
             st.lists(inner, max_size=4),
-            st.dictionaries(st.one_of(HOSTILE_TEXT, st.integers(), st.booleans()), inner,
-                            max_size=4),
+            st.dictionaries(
+                st.one_of(HOSTILE_TEXT, st.integers(), st.booleans()), inner, max_size=4
+            ),
         ),
         max_leaves=20,
     )
@@ -157,8 +182,11 @@ def hostile_data(draw: st.DrawFn) -> Any:
 
 
 RESULTS = st.fixed_dictionaries(
-    {"content": st.one_of(st.lists(st.one_of(blocks(), SCALARS, HOSTILE_OBJECTS), max_size=8),
-                          SCALARS)},
+    {
+        "content": st.one_of(
+            st.lists(st.one_of(blocks(), SCALARS, HOSTILE_OBJECTS), max_size=8), SCALARS
+        )
+    },
     optional={
         "structuredContent": hostile_data(),
         "isError": st.one_of(st.booleans(), SCALARS),
@@ -215,16 +243,20 @@ def test_hostile_results_on_every_lane(results: list[dict[str, Any]], data: st.D
     saved: dict[str, str] = {}
     # Records saved before any never lands, so a later mark has a path to forget.
     uris = data.draw(st.lists(REF_URIS, max_size=4))
-    for record in reg.ingest({"content": [{"type": "resource_link", "uri": u} for u in uris]},
-                             server="a"):
+    for record in reg.ingest(
+        {"content": [{"type": "resource_link", "uri": u} for u in uris]}, server="a"
+    ):
         path = f"refs/{record.id}.bin"
         if reg.record_saved(record, path, 1, "0" * 64):
             saved[record.uri] = path
     for result in results:
         if data.draw(st.booleans()):
             reg.ingest(result, server=data.draw(st.sampled_from(["a", "b", None])))
-    before = {uri: (r.payload_never, r.saved_path) for uri in uris
-              if (r := reg.record_for(uri)) is not None}
+    before = {
+        uri: (r.payload_never, r.saved_path)
+        for uri in uris
+        if (r := reg.record_for(uri)) is not None
+    }
     cap = data.draw(st.integers(1, 300))
     position = data.draw(st.sampled_from([None, "system", "user"]))
     for result in results:
@@ -247,8 +279,11 @@ def test_hostile_results_on_every_lane(results: list[dict[str, Any]], data: st.D
         if isinstance(content, list):
             for block in content:
                 assert isinstance(shows_as_itself(block), bool)
-    after = {uri: (r.payload_never, r.saved_path) for uri in uris
-             if (r := reg.record_for(uri)) is not None}
+    after = {
+        uri: (r.payload_never, r.saved_path)
+        for uri in uris
+        if (r := reg.record_for(uri)) is not None
+    }
     assert after == before  # lanes are pure
 
 
@@ -260,7 +295,8 @@ def test_never_near_the_depth_limit_never_leaks(
     """A never nested near or past the limit shows its link as a never or unreadable stub."""
     never: Any = (
         {"type": "resource", "resource": {"uri": uri, "text": "t"}, "disposition": "never"}
-        if embedded_never else {"type": "resource_link", "uri": uri, "disposition": "never"}
+        if embedded_never
+        else {"type": "resource_link", "uri": uri, "disposition": "never"}
     )
     for _ in range(levels):
         never = {"k": never} if as_dict else [never]
@@ -269,8 +305,12 @@ def test_never_near_the_depth_limit_never_leaks(
     (record,) = reg.ingest(result, server="s")
     out = stored_copy(result, reg)
     assert uri not in out
-    assert out.endswith(("a server asked that its content never reach you or your tools]",
-                         "so nothing in it is fetched]"))
+    assert out.endswith(
+        (
+            "a server asked that its content never reach you or your tools]",
+            "so nothing in it is fetched]",
+        )
+    )
     assert json.dumps(live_copy(result, reg)).count(uri) == 0
     assert record.payload_never or record.unreadable
 
@@ -281,6 +321,9 @@ def test_visibly_empty_agrees_with_the_push_lane(content: list[Any]) -> None:
     """Content is visibly empty exactly when the push lane shows nothing but blank text."""
     reg = ReferenceRegistry()
     pushed = convert_push(content, reg)
-    blank = all(block["type"] == "text" and not "".join(
-        ch for ch in block["text"] if ch.isprintable() and not ch.isspace()) for block in pushed)
+    blank = all(
+        block["type"] == "text"
+        and not "".join(ch for ch in block["text"] if ch.isprintable() and not ch.isspace())
+        for block in pushed
+    )
     assert is_visibly_empty(content) == blank

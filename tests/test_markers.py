@@ -47,13 +47,15 @@ def test_marker_functions_match_the_spec_examples() -> None:
     assert markers.inline_no_data("image") == "[image not shown: it arrived without data.]"
     assert markers.inline_no_data("audio") == "[audio not shown: it arrived without data.]"
     assert markers.audio_in_tool_result("audio/wav", 3 * 1024) == (
-        "[Audio not shown: this host's tool results carry text and images only "
-        "(audio/wav, ~3KB).]"
+        "[Audio not shown: this host's tool results carry text and images only (audio/wav, ~3KB).]"
     )
     assert markers.image_placeholder("image/png", 3 * 1024) == "[image: image/png, ~3KB]"
-    assert markers.reference_stub(
-        "ref_9f2c", "report.pdf", "application/pdf", 12 * 1024, "saved: refs/ref_9f2c.pdf"
-    ) == "[reference ref_9f2c: report.pdf (application/pdf, ~12KB) — saved: refs/ref_9f2c.pdf]"
+    assert (
+        markers.reference_stub(
+            "ref_9f2c", "report.pdf", "application/pdf", 12 * 1024, "saved: refs/ref_9f2c.pdf"
+        )
+        == "[reference ref_9f2c: report.pdf (application/pdf, ~12KB) — saved: refs/ref_9f2c.pdf]"
+    )
 
 
 def test_reference_stub_leaves_out_unknown_facts() -> None:

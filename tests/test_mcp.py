@@ -74,8 +74,12 @@ async def test_sdk_server_works_unchanged(nursery: trio.Nursery) -> None:
         page = await docs.call_tool("page", {"name": "intro"})
         assert page["content"][0]["resource"]["text"].startswith("# intro")
         link = (await docs.call_tool("attachment", {}))["content"][1]
-        assert link == {"type": "resource_link", "uri": "docs://files/guide.txt",
-                        "name": "guide.txt", "mimeType": "text/plain"}
+        assert link == {
+            "type": "resource_link",
+            "uri": "docs://files/guide.txt",
+            "name": "guide.txt",
+            "mimeType": "text/plain",
+        }
         read = await docs.read_resource("docs://files/guide.txt")
         assert read["contents"][0]["text"].startswith("The guide")
         await docs.ping()

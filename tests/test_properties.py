@@ -23,15 +23,29 @@ EMB_URIS = st.integers(0, 30).map(lambda n: f"emb:{n:03d}/x")
 CREDENTIAL_URIS = st.sampled_from(
     ["https://user:pw@h/ref:900/x", "https://h/ref:901/x?sig=1", "https://h/ref:902/x#fr4gment"]
 )
-ANY = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), HOSTILE_TEXT, st.binary(
-    max_size=4))
+ANY = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(), HOSTILE_TEXT, st.binary(max_size=4)
+)
 DISPOSITIONS = st.one_of(
     st.sampled_from(["never", "NEVER", " never ", "ref", "", "inline", None]), ANY
 )
 MIMES = st.one_of(
-    st.sampled_from(["image/png", "Image/PNG", "audio/wav", "application/pdf", "image", "image/",
-                     "image/svg+xml", "text/plain", "", "image/\u202epng"]),
-    HOSTILE_TEXT, ANY,
+    st.sampled_from(
+        [
+            "image/png",
+            "Image/PNG",
+            "audio/wav",
+            "application/pdf",
+            "image",
+            "image/",
+            "image/svg+xml",
+            "text/plain",
+            "",
+            "image/\u202epng",
+        ]
+    ),
+    HOSTILE_TEXT,
+    ANY,
 )
 
 
@@ -63,13 +77,23 @@ def blocks(draw: st.DrawFn, kinds: tuple[Any, ...] = (*BLOCK_KINDS, "video", 5))
         "resource": st.one_of(
             st.fixed_dictionaries(
                 {"uri": st.one_of(EMB_URIS, REF_URIS, st.just(""))},
-                optional={"text": st.one_of(HOSTILE_TEXT, ANY),
-                          "blob": st.one_of(st.sampled_from(["", "AAAA", "A" * 400]), ANY),
-                          "mimeType": MIMES,
-                          "_meta": st.fixed_dictionaries(
-                              {"inner": st.builds(lambda u: {"type": "resource_link", "uri": u,
-                                                             "disposition": "never"},
-                                                  REF_URIS)})},
+                optional={
+                    "text": st.one_of(HOSTILE_TEXT, ANY),
+                    "blob": st.one_of(st.sampled_from(["", "AAAA", "A" * 400]), ANY),
+                    "mimeType": MIMES,
+                    "_meta": st.fixed_dictionaries(
+                        {
+                            "inner": st.builds(
+                                lambda u: {
+                                    "type": "resource_link",
+                                    "uri": u,
+                                    "disposition": "never",
+                                },
+                                REF_URIS,
+                            )
+                        }
+                    ),
+                },
             ),
             ANY,
         ),
@@ -139,8 +163,9 @@ def check_invariants(
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(RESULTS, min_size=1, max_size=3), st.data())
-def test_hostile_results_keep_every_invariant(results: list[dict[str, Any]],
-                                              data: st.DataObject) -> None:
+def test_hostile_results_keep_every_invariant(
+    results: list[dict[str, Any]], data: st.DataObject
+) -> None:
     """Ingest and render never raise, never leak, are well formed, and render idempotently."""
     reg = ReferenceRegistry()
     reg.set_removal_hook(lambda path: None)

@@ -28,8 +28,9 @@ def embedded(uri: str = "mem://secret-embedded", **record: Any) -> dict[str, Any
     return {"type": "resource", "resource": {"uri": uri, **record}}
 
 
-def view_of(reg: ReferenceRegistry, *blocks: Any, data: Any = None, ingest: bool = True,
-            **top: Any) -> dict[str, Any]:
+def view_of(
+    reg: ReferenceRegistry, *blocks: Any, data: Any = None, ingest: bool = True, **top: Any
+) -> dict[str, Any]:
     result: dict[str, Any] = {"content": list(blocks), **top}
     if data is not None:
         result["structuredContent"] = data
@@ -65,11 +66,11 @@ def test_is_error_only_when_true(reg: ReferenceRegistry) -> None:
 def test_inline_media_as_sent(reg: ReferenceRegistry, kind: str) -> None:
     """Inline image or audio shows as that block, as sent, an empty image blob included."""
     block = {"type": kind, "data": "AAAA", "mimeType": "Image/PNG", "_meta": {"x": 1}}
-    assert view_of(reg, block)["content"] == [{"type": kind, "data": "AAAA",
-                                               "mimeType": "Image/PNG"}]
+    assert view_of(reg, block)["content"] == [
+        {"type": kind, "data": "AAAA", "mimeType": "Image/PNG"}
+    ]
     empty = {"type": kind, "data": "", "mimeType": "image/png"}
-    assert view_of(reg, empty)["content"] == [{"type": kind, "data": "",
-                                               "mimeType": "image/png"}]
+    assert view_of(reg, empty)["content"] == [{"type": kind, "data": "", "mimeType": "image/png"}]
 
 
 def test_inline_markers(reg: ReferenceRegistry) -> None:
@@ -79,22 +80,32 @@ def test_inline_markers(reg: ReferenceRegistry) -> None:
         {"type": "image", "data": "AA"},
         {"type": "image", "data": "AA", "mimeType": "image/png", "disposition": "ref"},
     )
-    assert view["content"] == [text(markers.INLINE_NO_MEDIA_TYPE),
-                               text(markers.WITHHELD_DISPOSITION)]
+    assert view["content"] == [
+        text(markers.INLINE_NO_MEDIA_TYPE),
+        text(markers.WITHHELD_DISPOSITION),
+    ]
 
 
 @pytest.mark.parametrize(
     ("record", "shown"),
     [
         ({"mimeType": "text/plain", "text": "hello"}, text("hello")),
-        ({"mimeType": "image/png", "blob": "iVBO"},
-         {"type": "image", "data": "iVBO", "mimeType": "image/png"}),
-        ({"mimeType": "AUDIO/wav", "blob": "UklG"},
-         {"type": "audio", "data": "UklG", "mimeType": "AUDIO/wav"}),
-        ({"mimeType": "image/png", "blob": ""},
-         {"type": "image", "data": "", "mimeType": "image/png"}),
-        ({"mimeType": "application/pdf", "blob": PDF_12KB},
-         text(markers.embedded_unshowable("application/pdf", 12 * 1024))),
+        (
+            {"mimeType": "image/png", "blob": "iVBO"},
+            {"type": "image", "data": "iVBO", "mimeType": "image/png"},
+        ),
+        (
+            {"mimeType": "AUDIO/wav", "blob": "UklG"},
+            {"type": "audio", "data": "UklG", "mimeType": "AUDIO/wav"},
+        ),
+        (
+            {"mimeType": "image/png", "blob": ""},
+            {"type": "image", "data": "", "mimeType": "image/png"},
+        ),
+        (
+            {"mimeType": "application/pdf", "blob": PDF_12KB},
+            text(markers.embedded_unshowable("application/pdf", 12 * 1024)),
+        ),
         ({"mimeType": "image", "blob": "AAAA"}, text(markers.embedded_unshowable("image", 3))),
         ({"mimeType": "image/", "blob": "AAAA"}, text(markers.embedded_unshowable("image/", 3))),
         ({"blob": "AAAA"}, text(markers.EMBEDDED_NO_MEDIA_TYPE)),
@@ -139,14 +150,23 @@ def test_reference_without_link(reg: ReferenceRegistry) -> None:
 
 def test_registered_reference_object(reg: ReferenceRegistry) -> None:
     """A registered reference shows its id, facts, uri (when clean) and no saved copy yet."""
-    view = view_of(reg, link("https://files.example/r.pdf", name="r.pdf",
-                             mimeType="application/pdf", size=12))
+    view = view_of(
+        reg, link("https://files.example/r.pdf", name="r.pdf", mimeType="application/pdf", size=12)
+    )
     record = reg.record_for("https://files.example/r.pdf")
     assert record is not None
-    assert view["content"] == [{
-        "type": "reference", "id": record.id, "name": "r.pdf", "mimeType": "application/pdf",
-        "size": 12, "uri": "https://files.example/r.pdf", "savedTo": None, "unfetchable": None,
-    }]
+    assert view["content"] == [
+        {
+            "type": "reference",
+            "id": record.id,
+            "name": "r.pdf",
+            "mimeType": "application/pdf",
+            "size": 12,
+            "uri": "https://files.example/r.pdf",
+            "savedTo": None,
+            "unfetchable": None,
+        }
+    ]
 
 
 def test_saved_reference_shows_saved_to(reg: ReferenceRegistry) -> None:
@@ -163,8 +183,15 @@ def test_never_reference_shows_no_uri_no_path(reg: ReferenceRegistry) -> None:
     reg.record_saved(record, "refs/n.txt", 3, "0" * 64)
     view = view_of(reg, link("https://x/n.txt", disposition="never"))
     (obj,) = view["content"]
-    assert obj == {"type": "reference", "id": record.id, "name": None, "mimeType": None,
-                   "size": None, "savedTo": None, "unfetchable": markers.PAYLOAD_NEVER}
+    assert obj == {
+        "type": "reference",
+        "id": record.id,
+        "name": None,
+        "mimeType": None,
+        "size": None,
+        "savedTo": None,
+        "unfetchable": markers.PAYLOAD_NEVER,
+    }
     assert "https://x/n.txt" not in json.dumps(view)
     assert "refs/n.txt" not in json.dumps(view)
 
@@ -179,8 +206,9 @@ def test_later_delivery_shows_the_mark(reg: ReferenceRegistry) -> None:
 def test_never_of_same_result_keeps_link_to_stub_at_depth(reg: ReferenceRegistry) -> None:
     """An embedded never keeps a link of the same result to its stub, at depth, beside a control."""
     never_embedded = {**embedded("https://x/e", text="t"), "disposition": "never"}
-    view = view_of(reg, never_embedded, data={"links": [link("https://x/e"),
-                                                        link("https://x/control")]})
+    view = view_of(
+        reg, never_embedded, data={"links": [link("https://x/e"), link("https://x/control")]}
+    )
     marked, control = view["data"]["links"]
     assert marked["unfetchable"] == markers.PAYLOAD_NEVER and "uri" not in marked
     assert control["uri"] == "https://x/control" and control["unfetchable"] is None
@@ -188,12 +216,24 @@ def test_never_of_same_result_keeps_link_to_stub_at_depth(reg: ReferenceRegistry
 
 def test_inline_never_withholds_a_link_even_unregistered(reg: ReferenceRegistry) -> None:
     """Rendered before ingestion, a link named by a same-result inline never shows no uri."""
-    never_image = {"type": "image", "data": "AA", "mimeType": "image/png",
-                   "uri": "https://x/i.png", "disposition": "never"}
+    never_image = {
+        "type": "image",
+        "data": "AA",
+        "mimeType": "image/png",
+        "uri": "https://x/i.png",
+        "disposition": "never",
+    }
     view = view_of(reg, never_image, link("https://x/i.png"), link("https://x/ok"), ingest=False)
     _, marked, control = view["content"]
-    assert marked == {"type": "reference", "id": None, "name": None, "mimeType": None,
-                      "size": None, "savedTo": None, "unfetchable": markers.PAYLOAD_NEVER}
+    assert marked == {
+        "type": "reference",
+        "id": None,
+        "name": None,
+        "mimeType": None,
+        "size": None,
+        "savedTo": None,
+        "unfetchable": markers.PAYLOAD_NEVER,
+    }
     assert control["uri"] == "https://x/ok"
     assert control["unfetchable"] == markers.REFERENCE_UNREGISTERED
 
@@ -207,10 +247,13 @@ def test_walk_stops_at_embedded_meta_for_the_view(reg: ReferenceRegistry) -> Non
 
 def test_disposition_ref_and_empty_uri_mark_nothing(reg: ReferenceRegistry) -> None:
     """An embedded ref disposition, or a never with an empty uri, marks no link."""
-    view = view_of(reg,
-                   {**embedded("https://x/r", text="t"), "disposition": "ref"},
-                   {**embedded("", text="t"), "disposition": "never"},
-                   link("https://x/r"), link("x:"))
+    view = view_of(
+        reg,
+        {**embedded("https://x/r", text="t"), "disposition": "ref"},
+        {**embedded("", text="t"), "disposition": "never"},
+        link("https://x/r"),
+        link("x:"),
+    )
     assert view["content"][2]["uri"] == "https://x/r"
     assert view["content"][3]["unfetchable"] is None
 
@@ -239,24 +282,45 @@ def test_uri_with_credential_or_tricks_is_not_shown(reg: ReferenceRegistry, uri:
 def test_unregistered_reference_is_read_from_the_block(reg: ReferenceRegistry) -> None:
     """A reference with no record shows id None and REFERENCE_UNREGISTERED."""
     view = view_of(reg, link("https://x/u", name="u.txt", size=3), ingest=False)
-    assert view["content"] == [{
-        "type": "reference", "id": None, "name": "u.txt", "mimeType": None, "size": 3,
-        "uri": "https://x/u", "savedTo": None, "unfetchable": markers.REFERENCE_UNREGISTERED,
-    }]
+    assert view["content"] == [
+        {
+            "type": "reference",
+            "id": None,
+            "name": "u.txt",
+            "mimeType": None,
+            "size": 3,
+            "uri": "https://x/u",
+            "savedTo": None,
+            "unfetchable": markers.REFERENCE_UNREGISTERED,
+        }
+    ]
 
 
 def test_unregistered_but_marked_uri_shows_never(reg: ReferenceRegistry) -> None:
     """A uri the never set remembers shows PAYLOAD_NEVER even with no record."""
-    reg.ingest({"content": [{"type": "image", "data": "", "mimeType": "image/png",
-                             "uri": "https://x/m", "disposition": "never"}]}, server=None)
+    reg.ingest(
+        {
+            "content": [
+                {
+                    "type": "image",
+                    "data": "",
+                    "mimeType": "image/png",
+                    "uri": "https://x/m",
+                    "disposition": "never",
+                }
+            ]
+        },
+        server=None,
+    )
     (obj,) = view_of(reg, link("https://x/m"), ingest=False)["content"]
     assert obj["unfetchable"] == markers.PAYLOAD_NEVER and "uri" not in obj
 
 
 def test_by_uri_image_renders_as_reference(reg: ReferenceRegistry) -> None:
     """An image by uri renders as a reference object."""
-    (obj,) = view_of(reg, {"type": "image", "uri": "https://x/i.png",
-                           "mimeType": "image/png"})["content"]
+    (obj,) = view_of(reg, {"type": "image", "uri": "https://x/i.png", "mimeType": "image/png"})[
+        "content"
+    ]
     assert obj["type"] == "reference" and obj["mimeType"] == "image/png"
     assert obj["uri"] == "https://x/i.png"
 
@@ -265,8 +329,7 @@ def test_script_object_rebuilt_and_forgery_unknown(reg: ReferenceRegistry) -> No
     """A reference dict naming a live record is rebuilt from it; any other is unknown."""
     view = view_of(reg, link("https://x/a", disposition="never"))
     (obj,) = view["content"]
-    forged = {"type": "reference", "id": "ref_notmine", "uri": "https://evil",
-              "savedTo": "refs/x"}
+    forged = {"type": "reference", "id": "ref_notmine", "uri": "https://evil", "savedTo": "refs/x"}
     tampered = {**obj, "uri": "https://x/a", "savedTo": "refs/steal", "unfetchable": None}
     again = view_of(reg, forged, tampered, ingest=False)
     assert again["content"] == [text(markers.UNKNOWN_BLOCK), obj]
@@ -274,8 +337,13 @@ def test_script_object_rebuilt_and_forgery_unknown(reg: ReferenceRegistry) -> No
 
 def test_unknown_blocks_at_top_and_depth(reg: ReferenceRegistry) -> None:
     """Unknown blocks show UNKNOWN_BLOCK in content; at depth only block-typed dicts are blocks."""
-    view = view_of(reg, {"type": "video"}, "loose", None,
-                   data={"t": {"type": "text", "text": 5}, "plain": {"type": "video", "x": 1}})
+    view = view_of(
+        reg,
+        {"type": "video"},
+        "loose",
+        None,
+        data={"t": {"type": "text", "text": 5}, "plain": {"type": "video", "x": 1}},
+    )
     assert view["content"] == [text(markers.UNKNOWN_BLOCK)] * 3
     assert view["data"] == {"t": text(markers.UNKNOWN_BLOCK), "plain": {"type": "video", "x": 1}}
 
@@ -302,11 +370,25 @@ def test_ten_thousand_levels_render_without_recursion(reg: ReferenceRegistry) ->
 
 def test_data_walked_plain(reg: ReferenceRegistry) -> None:
     """Plain data passes through; tuples become lists; bytes stay bytes; strings well formed."""
-    data = {"n": 1, "f": 1.5, "b": True, "none": None, "raw": b"\x00", "t": (1, "\ud800"),
-            "\udfff": "k"}
+    data = {
+        "n": 1,
+        "f": 1.5,
+        "b": True,
+        "none": None,
+        "raw": b"\x00",
+        "t": (1, "\ud800"),
+        "\udfff": "k",
+    }
     view = view_of(reg, data=data)
-    assert view["data"] == {"n": 1, "f": 1.5, "b": True, "none": None, "raw": b"\x00",
-                            "t": [1, "\ufffd"], "\ufffd": "k"}
+    assert view["data"] == {
+        "n": 1,
+        "f": 1.5,
+        "b": True,
+        "none": None,
+        "raw": b"\x00",
+        "t": [1, "\ufffd"],
+        "\ufffd": "k",
+    }
 
 
 def test_text_made_well_formed(reg: ReferenceRegistry) -> None:
@@ -362,7 +444,9 @@ def test_call_tool_result_accepted(reg: ReferenceRegistry) -> None:
         isError=True,
     )
     assert render_script_view(result, reg) == {
-        "content": [text("x"), text("inner")], "data": {"k": 1}, "isError": True,
+        "content": [text("x"), text("inner")],
+        "data": {"k": 1},
+        "isError": True,
     }
 
 
@@ -378,8 +462,9 @@ def test_rendering_twice_equals_once(reg: ReferenceRegistry) -> None:
             link("https://x/n", disposition="never"),
             {"type": "video"},
         ],
-        "structuredContent": {"nested": [embedded(blob="AA", mimeType="image/png"),
-                                         link("https://x/q?t=1")]},
+        "structuredContent": {
+            "nested": [embedded(blob="AA", mimeType="image/png"), link("https://x/q?t=1")]
+        },
     }
     reg.ingest(result, server="docs")
     once = render_script_view(result, reg)
@@ -400,11 +485,12 @@ def test_render_does_not_mutate_result_or_registry(reg: ReferenceRegistry) -> No
 
 def test_withheld_view_keeps_picked_fields_only(reg: ReferenceRegistry) -> None:
     """A withheld result keeps only the host's picked fields, rendered, and no content."""
-    result = {"content": [text("body")], "structuredContent": {
-        "title": "t", "secret": "s", "att": embedded(text="inner")}}
+    result = {
+        "content": [text("body")],
+        "structuredContent": {"title": "t", "secret": "s", "att": embedded(text="inner")},
+    }
     view = render_withheld_view(result, reg, keep=["title", "att", "missing"])
-    assert view == {"content": [], "data": {"title": "t", "att": text("inner")},
-                    "isError": False}
+    assert view == {"content": [], "data": {"title": "t", "att": text("inner")}, "isError": False}
 
 
 def test_withheld_view_of_embedded_data_keeps_nothing(reg: ReferenceRegistry) -> None:
@@ -446,7 +532,12 @@ def test_leaves_get_exact_types_and_keys_become_strings(reg: ReferenceRegistry) 
 
     data = {1: Color.RED, 2.5: Sneaky("s"), None: True, "big": 2**70, "neg": -(2**63)}
     view = view_of(reg, data=data)
-    assert view["data"] == {"1": 1, "2.5": "s", "None": True, "big": markers.UNREADABLE_VALUE,
-                            "neg": -(2**63)}
+    assert view["data"] == {
+        "1": 1,
+        "2.5": "s",
+        "None": True,
+        "big": markers.UNREADABLE_VALUE,
+        "neg": -(2**63),
+    }
     assert type(view["data"]["1"]) is int and type(view["data"]["2.5"]) is str
     assert view_of(reg, data={b"k": 1})["data"] == markers.UNREADABLE_VALUE

@@ -44,8 +44,9 @@ def test_mcp_shaped_results_kept() -> None:
     """An MCP-shaped dict is kept; the SDK's CallToolResult is dumped by alias."""
     shaped = {"content": [{"type": "text", "text": "x"}], "isError": True}
     assert as_tool_result(shaped) is shaped
-    sdk = mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text="y")],
-                                   structuredContent={"k": 1})
+    sdk = mcp_types.CallToolResult(
+        content=[mcp_types.TextContent(type="text", text="y")], structuredContent={"k": 1}
+    )
     assert as_tool_result(sdk)["structuredContent"] == {"k": 1}
     assert as_tool_result(sdk)["content"] == [{"type": "text", "text": "y"}]
 
@@ -75,7 +76,8 @@ async def test_async_tool_and_errors() -> None:
         raise RuntimeError("no database")
 
     assert (await python_tool(echo, name="util.echo").call({"text": "x"}))["content"][0][
-        "text"] == "x"
+        "text"
+    ] == "x"
     with pytest.raises(RuntimeError, match="no database"):
         await python_tool(broken).call({})
 

@@ -25,13 +25,28 @@ def main() -> None:
         method, rid = request["method"], request["id"]
         params = request.get("params") or {}
         if method == "initialize":
-            send({"jsonrpc": "2.0", "id": rid, "result": {
-                "protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
-                "serverInfo": {"name": "hostile", "version": "0"}}})
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": rid,
+                    "result": {
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "hostile", "version": "0"},
+                    },
+                }
+            )
         elif method == "tools/list":
             names = ["echo", "crash", "hang", "garbage", "ask"]
-            send({"jsonrpc": "2.0", "id": rid, "result": {"tools": [
-                {"name": n, "inputSchema": {"type": "object"}} for n in names]}})
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": rid,
+                    "result": {
+                        "tools": [{"name": n, "inputSchema": {"type": "object"}} for n in names]
+                    },
+                }
+            )
         elif method == "tools/call":
             name = params.get("name")
             if name == "crash":
@@ -41,14 +56,30 @@ def main() -> None:
             if name == "garbage":
                 sys.stdout.write("this is not json\n")
             if name == "ask":
-                send({"jsonrpc": "2.0", "id": "srv-1", "method": "sampling/createMessage",
-                      "params": {}})
+                send(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": "srv-1",
+                        "method": "sampling/createMessage",
+                        "params": {},
+                    }
+                )
             text = json.dumps(params.get("arguments"))
-            send({"jsonrpc": "2.0", "id": rid, "result": {
-                "content": [{"type": "text", "text": text}], "pid": os.getpid()}})
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": rid,
+                    "result": {"content": [{"type": "text", "text": text}], "pid": os.getpid()},
+                }
+            )
         else:
-            send({"jsonrpc": "2.0", "id": rid,
-                  "error": {"code": -32601, "message": "method not found"}})
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": rid,
+                    "error": {"code": -32601, "message": "method not found"},
+                }
+            )
 
 
 if __name__ == "__main__":
