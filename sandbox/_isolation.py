@@ -1,0 +1,776 @@
+"""OS isolation of one sandbox child, applied after ``fork`` and before the script is read.
+
+:func:`apply_isolation` runs in the freshly forked child. It always does the basic hygiene
+(a new session and process group, every inherited fd closed but the channel's, ``/dev/null``
+on fds 0-2, an empty environment, the run's workspace as working directory) and then the named
+layers, each reported in :class:`IsolationReport` as applied or skipped with its reason:
+
+``rlimits``
+    CPU seconds (``SIGXCPU`` at the soft limit kills the child, ``SIGKILL`` a second later),
+    address space (the inherited baseline plus ``memory_mb``), file size (a write past it fails
+    with ``EFBIG``), open files, no core dumps.
+``netns``
+    Root only: a private network namespace, whose only interface is a loopback that is down.
+``uid``
+    Root only: ``out/`` is handed to uid/gid 65534, supplementary groups are dropped, real,
+    effective and saved ids become 65534, and ``RLIMIT_NPROC`` is set to 0.
+``landlock``
+    Read-only access to the Python installation (``sys.prefix``, ``sys.base_prefix``, the
+    stdlib and site-packages, this package's directory) and to the workspace's ``refs/``;
+    read-write access (no symlinks, no devices, no renames across directories) to ``out/``;
+    nothing else on the file system. Where the kernel's ABI allows: no TCP bind or connect, no
+    abstract Unix sockets and no signals to processes outside the child's own domain.
+``seccomp``
+    ``PR_SET_NO_NEW_PRIVS`` and a classic BPF filter written here (no libseccomp needed; see
+    :data:`DENIED_SYSCALLS`): process creation, exec, sockets, tracing, namespaces, mounts,
+    kernel keys and modules, BPF, perf, ``io_uring``, identity changes and the like fail with
+    ``EPERM``; ``clone`` is allowed only with ``CLONE_THREAD``; ``clone3`` fails with
+    ``ENOSYS`` so that libc falls back to ``clone``; signals may be sent only to the child
+    itself; a system call of a foreign ABI (x32, i386) kills the process.
+
+A layer this machine cannot apply is skipped with the reason (for example "not started as
+root", "the kernel has no landlock"), never silently. A layer named in ``disable`` (tests of
+single layers, and the security suite's "OS layers off" mode) is skipped with the reason
+``disabled``.
+:func:`probe_layers` answers, for ``scriptbridge doctor``, which layers this machine can apply.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import functools
+import json
+import math
+import os
+import platform
+import resource
+import signal
+import sys
+import sysconfig
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Final
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .protocol import Layer, SkippedLayer
+
+__all__ = [
+    "DENIED_SYSCALLS",
+    "OS_LAYERS",
+    "UNPRIVILEGED_ID",
+    "ChildLimits",
+    "IsolationError",
+    "IsolationReport",
+    "LayerProbe",
+    "apply_isolation",
+    "probe_layers",
+]
+
+OS_LAYERS: Final[tuple[Layer, ...]] = ("rlimits", "netns", "uid", "landlock", "seccomp")
+"""The layers this module applies, in the order it applies them."""
+
+UNPRIVILEGED_ID: Final = 65534
+"""The uid and gid a child runs as when it was started as root (``nobody``/``nogroup``)."""
+
+
+class ChildLimits(BaseModel):
+    """OS limits of one child, applied before the script is read (the ``rlimits`` layer).
+
+    Attributes:
+        cpu_s: CPU seconds (rounded up); ``SIGXCPU`` kills the child there, ``SIGKILL`` one
+            second later.
+        memory_mb: address space the script may add to what the forked child already maps
+            (about 40 MiB of the zygote's imports, shared copy-on-write); an allocation past
+            it raises ``MemoryError`` (reported as ``MemoryExceeded``).
+        max_file_bytes: largest file the child may write; a write past it fails with
+            ``EFBIG``.
+        max_open_files: the ``RLIMIT_NOFILE`` of the child (its own 5 fds included).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    cpu_s: Annotated[float, Field(gt=0, le=86_400)] = 10.0
+    memory_mb: Annotated[int, Field(ge=16, le=1 << 20)] = 256
+    max_file_bytes: Annotated[int, Field(ge=0, le=1 << 50)] = 64 * 2**20
+    max_open_files: Annotated[int, Field(ge=16, le=65_536)] = 64
+
+
+class IsolationError(OSError):
+    """A step every child needs (session, fds, environment, workspace) failed.
+
+    The child is then only partly isolated and must exit without reading a script.
+    """
+
+
+@dataclass
+class IsolationReport:
+    """The named layers in force, in the order applied, and those skipped, with reasons."""
+
+    applied: list[Layer] = field(default_factory=list)
+    skipped: list[SkippedLayer] = field(default_factory=list)
+
+    def skip(self, layer: Layer, reason: str) -> None:
+        """Record ``layer`` as skipped because of ``reason``."""
+        self.skipped.append(SkippedLayer(layer=layer, reason=reason))
+
+
+@dataclass(frozen=True)
+class LayerProbe:
+    """Whether this machine can apply one layer, and if not, why."""
+
+    layer: Layer
+    available: bool
+    reason: str | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# libc
+
+
+_LIBC: Final = ctypes.CDLL(None, use_errno=True)
+_syscall = _LIBC.syscall
+_syscall.restype = ctypes.c_long
+_prctl = _LIBC.prctl
+_prctl.restype = ctypes.c_int
+_prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+_unshare = _LIBC.unshare
+_unshare.restype = ctypes.c_int
+_unshare.argtypes = [ctypes.c_int]
+
+_PR_SET_PDEATHSIG: Final = 1
+_PR_SET_SECCOMP: Final = 22
+_PR_SET_NO_NEW_PRIVS: Final = 38
+_SECCOMP_MODE_FILTER: Final = 2
+_CLONE_NEWNET: Final = 0x40000000
+_CLONE_THREAD: Final = 0x00010000
+
+
+def _os_error(what: str) -> OSError:
+    code = ctypes.get_errno()
+    return OSError(code, f"{what}: {os.strerror(code)}")
+
+
+def _check(result: int, what: str) -> int:
+    if result < 0:
+        raise _os_error(what)
+    return result
+
+
+def _set_no_new_privs() -> None:
+    _check(_prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+
+
+# --------------------------------------------------------------------------------------------
+# Landlock
+
+_SYS_LANDLOCK_CREATE_RULESET: Final = 444  # the same number on x86_64 and aarch64
+_SYS_LANDLOCK_ADD_RULE: Final = 445
+_SYS_LANDLOCK_RESTRICT_SELF: Final = 446
+_LANDLOCK_CREATE_RULESET_VERSION: Final = 1
+_LANDLOCK_RULE_PATH_BENEATH: Final = 1
+
+_FS_EXECUTE: Final = 1 << 0
+_FS_WRITE_FILE: Final = 1 << 1
+_FS_READ_FILE: Final = 1 << 2
+_FS_READ_DIR: Final = 1 << 3
+_FS_REMOVE_DIR: Final = 1 << 4
+_FS_REMOVE_FILE: Final = 1 << 5
+_FS_MAKE_CHAR: Final = 1 << 6
+_FS_MAKE_DIR: Final = 1 << 7
+_FS_MAKE_REG: Final = 1 << 8
+_FS_MAKE_SOCK: Final = 1 << 9
+_FS_MAKE_FIFO: Final = 1 << 10
+_FS_MAKE_BLOCK: Final = 1 << 11
+_FS_MAKE_SYM: Final = 1 << 12
+_FS_REFER: Final = 1 << 13  # ABI 2
+_FS_TRUNCATE: Final = 1 << 14  # ABI 3
+_FS_IOCTL_DEV: Final = 1 << 15  # ABI 5
+_NET_BIND_TCP: Final = 1 << 0  # ABI 4
+_NET_CONNECT_TCP: Final = 1 << 1  # ABI 4
+_SCOPE_ABSTRACT_UNIX_SOCKET: Final = 1 << 0  # ABI 6
+_SCOPE_SIGNAL: Final = 1 << 1  # ABI 6
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = (
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    )
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = (("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32))
+
+
+def landlock_abi() -> int:
+    """Return the kernel's landlock ABI version.
+
+    Raises:
+        OSError: landlock is missing (``ENOSYS``) or disabled at boot (``EOPNOTSUPP``).
+    """
+    result = _syscall(
+        ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET),
+        ctypes.c_void_p(None),
+        ctypes.c_long(0),
+        ctypes.c_long(_LANDLOCK_CREATE_RULESET_VERSION),
+    )
+    return _check(result, "landlock_create_ruleset(VERSION)")
+
+
+def _handled_fs(abi: int) -> int:
+    handled = (1 << 13) - 1  # EXECUTE .. MAKE_SYM, ABI 1
+    if abi >= 2:
+        handled |= _FS_REFER
+    if abi >= 3:
+        handled |= _FS_TRUNCATE
+    if abi >= 5:
+        handled |= _FS_IOCTL_DEV
+    return handled
+
+
+@functools.cache
+def python_paths() -> tuple[str, ...]:
+    """The Python installation's directories landlock lets a child read (computed once)."""
+    candidates = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+    paths = sysconfig.get_paths()
+    candidates += [paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")]
+    candidates.append(os.path.dirname(os.path.abspath(__file__)))
+    seen: list[str] = []
+    for candidate in candidates:
+        real = os.path.realpath(candidate)
+        if os.path.isdir(real) and real not in seen:
+            seen.append(real)
+    return tuple(seen)
+
+
+class _Landlock:
+    """A ruleset built while the child can still open every path (before the uid drop)."""
+
+    def __init__(self, abi: int, workspace_rules: Sequence[tuple[str, int]]) -> None:
+        self.abi = abi
+        handled_fs = _handled_fs(abi)
+        attr = _RulesetAttr(handled_access_fs=handled_fs)
+        size = 8
+        if abi >= 4:
+            attr.handled_access_net = _NET_BIND_TCP | _NET_CONNECT_TCP
+            size = 16
+        if abi >= 6:
+            attr.scoped = _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL
+            size = 24
+        self.fd = _check(
+            _syscall(
+                ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET),
+                ctypes.byref(attr),
+                ctypes.c_long(size),
+                ctypes.c_long(0),
+            ),
+            "landlock_create_ruleset",
+        )
+        try:
+            read_only = _FS_READ_FILE | _FS_READ_DIR
+            for path in python_paths():
+                self._allow(path, read_only)
+            for path, access in workspace_rules:
+                self._allow(path, access & handled_fs)
+        except BaseException:
+            os.close(self.fd)
+            raise
+
+    def _allow(self, path: str, access: int) -> None:
+        try:
+            parent = os.open(path, os.O_PATH | os.O_CLOEXEC | os.O_DIRECTORY)
+        except FileNotFoundError:
+            return
+        try:
+            rule = _PathBeneathAttr(allowed_access=access, parent_fd=parent)
+            _check(
+                _syscall(
+                    ctypes.c_long(_SYS_LANDLOCK_ADD_RULE),
+                    ctypes.c_long(self.fd),
+                    ctypes.c_long(_LANDLOCK_RULE_PATH_BENEATH),
+                    ctypes.byref(rule),
+                    ctypes.c_long(0),
+                ),
+                f"landlock_add_rule({path})",
+            )
+        finally:
+            os.close(parent)
+
+    def restrict_self(self) -> None:
+        """Enforce the ruleset on this process (needs no_new_privs or CAP_SYS_ADMIN)."""
+        try:
+            _check(
+                _syscall(
+                    ctypes.c_long(_SYS_LANDLOCK_RESTRICT_SELF),
+                    ctypes.c_long(self.fd),
+                    ctypes.c_long(0),
+                ),
+                "landlock_restrict_self",
+            )
+        finally:
+            os.close(self.fd)
+
+
+def _workspace_rules() -> list[tuple[str, int]]:
+    write = (
+        _FS_READ_FILE
+        | _FS_READ_DIR
+        | _FS_WRITE_FILE
+        | _FS_MAKE_REG
+        | _FS_MAKE_DIR
+        | _FS_REMOVE_FILE
+        | _FS_REMOVE_DIR
+        | _FS_TRUNCATE
+    )
+    return [("refs", _FS_READ_FILE | _FS_READ_DIR), ("out", write)]
+
+
+# --------------------------------------------------------------------------------------------
+# Seccomp
+
+
+_AUDIT_ARCH: Final = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+
+# Numbers from the kernel's uapi headers: asm/unistd_64.h (x86_64), asm-generic/unistd.h
+# (aarch64). Each name maps to (x86_64, aarch64); None where the arch has no such call.
+_SYSCALLS: Final[dict[str, tuple[int | None, int | None]]] = {
+    # process creation and replacement
+    "fork": (57, None), "vfork": (58, None),
+    "execve": (59, 221), "execveat": (322, 281),
+    # sockets
+    "socket": (41, 198), "socketpair": (53, 199),
+    # other processes' memory and descriptors
+    "ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271),
+    "pidfd_open": (434, 434), "pidfd_getfd": (438, 438), "pidfd_send_signal": (424, 424),
+    "kcmp": (312, 272), "process_madvise": (440, 440),
+    # namespaces, mounts, roots
+    "unshare": (272, 97), "setns": (308, 268), "mount": (165, 40), "umount2": (166, 39),
+    "pivot_root": (155, 41), "chroot": (161, 51), "open_tree": (428, 428),
+    "move_mount": (429, 429), "fsopen": (430, 430), "fsconfig": (431, 431),
+    "fsmount": (432, 432), "fspick": (433, 433), "mount_setattr": (442, 442),
+    "name_to_handle_at": (303, 264), "open_by_handle_at": (304, 265),
+    # kernel facilities a script has no use for
+    "bpf": (321, 280), "perf_event_open": (298, 241), "userfaultfd": (323, 282),
+    "keyctl": (250, 219), "add_key": (248, 217), "request_key": (249, 218),
+    "io_uring_setup": (425, 425), "io_uring_enter": (426, 426),
+    "io_uring_register": (427, 427), "fanotify_init": (300, 262),
+    "kexec_load": (246, 104), "kexec_file_load": (320, 294), "init_module": (175, 105),
+    "finit_module": (313, 273), "delete_module": (176, 106), "swapon": (167, 224),
+    "swapoff": (168, 225), "reboot": (169, 142), "acct": (163, 89), "quotactl": (179, 60),
+    "quotactl_fd": (443, 443), "syslog": (103, 116), "vhangup": (153, 58),
+    "lookup_dcookie": (212, 18), "migrate_pages": (256, 238), "move_pages": (279, 239),
+    "personality": (135, 92), "settimeofday": (164, 170), "clock_settime": (227, 112),
+    "clock_adjtime": (305, 266), "adjtimex": (159, 171), "sethostname": (170, 161),
+    "setdomainname": (171, 162),
+    # identity changes
+    "setuid": (105, 146), "setgid": (106, 144), "setreuid": (113, 145),
+    "setregid": (114, 143), "setresuid": (117, 147), "setresgid": (119, 149),
+    "setfsuid": (122, 151), "setfsgid": (123, 152), "setgroups": (116, 159),
+}  # fmt: skip
+_CLONE: Final = (56, 220)
+_CLONE3: Final = (435, 435)
+_SIGNAL_CALLS: Final = {  # allowed only when their first argument is the child's own pid
+    "kill": (62, 129),
+    "tkill": (200, 130),
+    "tgkill": (234, 131),
+    "rt_sigqueueinfo": (129, 138),
+    "rt_tgsigqueueinfo": (297, 240),
+}
+_X32_SYSCALL_BIT: Final = 0x40000000
+
+DENIED_SYSCALLS: Final = (*sorted(_SYSCALLS), "clone (without CLONE_THREAD)", "clone3")
+"""What the seccomp filter denies; see the module docstring for the signal rules."""
+
+_BPF_LD_W_ABS: Final = 0x20
+_BPF_JEQ: Final = 0x15
+_BPF_JGE: Final = 0x35
+_BPF_JSET: Final = 0x45
+_BPF_RET: Final = 0x06
+_RET_KILL_PROCESS: Final = 0x80000000
+_RET_ERRNO: Final = 0x00050000
+_RET_ALLOW: Final = 0x7FFF0000
+_DATA_NR: Final = 0
+_DATA_ARCH: Final = 4
+_DATA_ARG0_LOW: Final = 16  # little-endian low word of args[0]
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = (
+        ("code", ctypes.c_uint16),
+        ("jt", ctypes.c_uint8),
+        ("jf", ctypes.c_uint8),
+        ("k", ctypes.c_uint32),
+    )
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = (("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter)))
+
+
+def seccomp_arch() -> str | None:
+    """Return this machine's arch name if the filter supports it, else ``None``."""
+    machine = platform.machine()
+    return machine if machine in _AUDIT_ARCH and sys.byteorder == "little" else None
+
+
+def build_seccomp_filter(arch: str, own_pid: int) -> list[tuple[int, int, int, int]]:
+    """Return the filter as (code, jt, jf, k) instructions for ``arch``.
+
+    Raises:
+        ValueError: ``arch`` is not supported, or a jump does not fit in 8 bits.
+    """
+    column = {"x86_64": 0, "aarch64": 1}[arch]
+    # (code, k, true label, false label); a label of None falls through.
+    program: list[tuple[int, int, str | None, str | None] | str] = [
+        (_BPF_LD_W_ABS, _DATA_ARCH, None, None),
+        (_BPF_JEQ, _AUDIT_ARCH[arch], None, "kill"),
+        (_BPF_LD_W_ABS, _DATA_NR, None, None),
+    ]
+    if arch == "x86_64":
+        program.append((_BPF_JGE, _X32_SYSCALL_BIT, "kill", None))
+    program.append((_BPF_JEQ, _CLONE3[column], "enosys", None))
+    program.append((_BPF_JEQ, _CLONE[column], "clone", None))
+    for signal_numbers in _SIGNAL_CALLS.values():
+        program.append((_BPF_JEQ, signal_numbers[column], "signal", None))
+    for numbers in _SYSCALLS.values():
+        number = numbers[column]
+        if number is not None:
+            program.append((_BPF_JEQ, number, "eperm", None))
+    program += [
+        (_BPF_RET, _RET_ALLOW, None, None),
+        "clone",
+        (_BPF_LD_W_ABS, _DATA_ARG0_LOW, None, None),
+        (_BPF_JSET, _CLONE_THREAD, "allow", "eperm"),
+        "signal",
+        (_BPF_LD_W_ABS, _DATA_ARG0_LOW, None, None),
+        (_BPF_JEQ, own_pid, "allow", "eperm"),
+        "eperm",
+        (_BPF_RET, _RET_ERRNO | errno.EPERM, None, None),
+        "enosys",
+        (_BPF_RET, _RET_ERRNO | errno.ENOSYS, None, None),
+        "kill",
+        (_BPF_RET, _RET_KILL_PROCESS, None, None),
+        "allow",
+        (_BPF_RET, _RET_ALLOW, None, None),
+    ]
+    labels: dict[str, int] = {}
+    instructions: list[tuple[int, int, str | None, str | None]] = []
+    for item in program:
+        if isinstance(item, str):
+            labels[item] = len(instructions)
+        else:
+            instructions.append(item)
+
+    def offset(index: int, label: str | None) -> int:
+        if label is None:
+            return 0
+        distance = labels[label] - index - 1
+        if not 0 <= distance <= 255:
+            raise ValueError(f"jump to {label} does not fit: {distance}")
+        return distance
+
+    return [
+        (code, offset(i, true), offset(i, false), k)
+        for i, (code, k, true, false) in enumerate(instructions)
+    ]
+
+
+def _install_seccomp(arch: str) -> None:
+    instructions = build_seccomp_filter(arch, os.getpid())
+    array = (_SockFilter * len(instructions))(
+        *(_SockFilter(code, jt, jf, k) for code, jt, jf, k in instructions)
+    )
+    program = _SockFprog(len(instructions), array)
+    _check(
+        _prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(program), 0, 0),
+        "prctl(PR_SET_SECCOMP)",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Steps
+
+
+def _hygiene(workspace: str, keep_fds: Sequence[int]) -> list[int]:
+    """New session, fds, /dev/null on 0-2, empty environment, cwd; returns the kept fds."""
+    try:
+        os.setsid()
+        kept: list[int] = []
+        for fd in keep_fds:
+            if fd <= 2:
+                fd = os.dup(fd)  # the lowest free fd is above 2 once 0-2 are open
+            kept.append(fd)
+        null = os.open(os.devnull, os.O_RDWR)
+        for target in (0, 1, 2):
+            if null != target and target not in kept:
+                os.dup2(null, target, inheritable=False)
+        keep = sorted({0, 1, 2, *kept})
+        low = 3
+        for fd in keep:
+            if fd >= low:
+                os.closerange(low, fd)
+                low = fd + 1
+        os.closerange(low, 1 << 20)
+        for name in (signal.SIGINT, signal.SIGTERM, signal.SIGXCPU, signal.SIGCHLD):
+            signal.signal(name, signal.SIG_DFL)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        os.environ.clear()
+        os.chdir(workspace)
+    except OSError as exc:
+        raise IsolationError(exc.errno, f"could not prepare the child: {exc}") from exc
+    return kept
+
+
+def _address_space_now() -> int:
+    with open("/proc/self/statm", "rb") as statm:
+        pages = int(statm.read().split()[0])
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def _apply_rlimits(limits: ChildLimits) -> None:
+    cpu = max(1, math.ceil(limits.cpu_s))
+    memory = _address_space_now() + limits.memory_mb * 2**20
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.max_file_bytes, limits.max_file_bytes))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits.max_open_files, limits.max_open_files))
+
+
+def _drop_uid(*, hand_over_out: bool) -> None:
+    if hand_over_out:  # the workspace's out/ (relative to the cwd, which is the workspace)
+        with contextlib.suppress(FileNotFoundError):
+            os.chown("out", UNPRIVILEGED_ID, UNPRIVILEGED_ID)
+    os.setgroups([])
+    os.setresgid(UNPRIVILEGED_ID, UNPRIVILEGED_ID, UNPRIVILEGED_ID)
+    os.setresuid(UNPRIVILEGED_ID, UNPRIVILEGED_ID, UNPRIVILEGED_ID)
+    try:
+        os.setuid(0)
+    except PermissionError:
+        pass
+    else:  # pragma: no cover - the kernel would have to be broken
+        raise OSError(errno.EPERM, "setuid(0) still succeeds after the drop")
+    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+
+
+def _watch_parent(parent: int) -> None:
+    # Set after the uid drop: a credential change clears the parent-death signal.
+    _check(_prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != parent:
+        os._exit(70)  # the zygote died before the signal was armed
+
+
+def apply_isolation(
+    *,
+    workspace: str,
+    limits: ChildLimits,
+    keep_fds: Sequence[int],
+    parent_pid: int,
+    disable: Collection[str] = frozenset(),
+) -> tuple[list[int], IsolationReport]:
+    """Isolate the calling process (a fresh child) and report what is in force.
+
+    Args:
+        workspace: the run's workspace directory (holding ``refs/`` and ``out/``).
+        limits: the OS limits to apply.
+        keep_fds: the channel's fds; everything else is closed.
+        parent_pid: the zygote's pid; the child is killed if it dies.
+        disable: OS layers to skip (reason ``disabled``); for tests of single layers and the
+            security suite's "OS layers off" mode only.
+
+    Returns:
+        The kept fds (renumbered above 2 if needed, in the order given) and the report. A
+        layer that failed is in ``report.skipped`` with the error; the others still apply.
+
+    Raises:
+        IsolationError: the session, fds, environment or working directory could not be set
+            up; the process is then partly isolated and must exit without running a script.
+    """
+    kept = _hygiene(workspace, keep_fds)
+    report = IsolationReport()
+    root = os.geteuid() == 0
+
+    def wanted(layer: Layer, *, needs_root: bool = False) -> bool:
+        if layer in disable:
+            report.skip(layer, "disabled")
+            return False
+        if needs_root and not root:
+            report.skip(layer, "not started as root")
+            return False
+        return True
+
+    if wanted("rlimits"):
+        try:
+            _apply_rlimits(limits)
+        except (OSError, ValueError) as exc:
+            report.skip("rlimits", f"setrlimit failed: {exc}")
+        else:
+            report.applied.append("rlimits")
+
+    if wanted("netns", needs_root=True):
+        if _unshare(_CLONE_NEWNET) != 0:
+            report.skip("netns", str(_os_error("unshare(CLONE_NEWNET)")))
+        else:
+            report.applied.append("netns")
+
+    landlock: _Landlock | None = None
+    if wanted("landlock"):
+        try:  # built now, while every path can still be opened; enforced after the uid drop
+            landlock = _Landlock(landlock_abi(), _workspace_rules())
+        except OSError as exc:
+            reason = "the kernel has no landlock" if exc.errno == errno.ENOSYS else str(exc)
+            report.skip("landlock", reason)
+
+    if wanted("uid", needs_root=True):
+        try:
+            _drop_uid(hand_over_out=True)
+        except OSError as exc:
+            report.skip("uid", f"could not drop to uid {UNPRIVILEGED_ID}: {exc}")
+        else:
+            report.applied.append("uid")
+    _watch_parent(parent_pid)
+
+    seccomp = wanted("seccomp")
+    if landlock is None and not seccomp:
+        return kept, report
+    try:
+        _set_no_new_privs()
+    except OSError as exc:
+        if landlock is not None:
+            os.close(landlock.fd)
+            report.skip("landlock", str(exc))
+        if seccomp:
+            report.skip("seccomp", str(exc))
+        return kept, report
+
+    if landlock is not None:
+        try:
+            landlock.restrict_self()
+        except OSError as exc:
+            report.skip("landlock", str(exc))
+        else:
+            report.applied.append("landlock")
+
+    if seccomp:
+        arch = seccomp_arch()
+        if arch is None:
+            report.skip("seccomp", f"no filter for {platform.machine()} ({sys.byteorder}-endian)")
+        else:
+            try:
+                _install_seccomp(arch)
+            except OSError as exc:
+                report.skip("seccomp", str(exc))
+            else:
+                report.applied.append("seccomp")
+    return kept, report
+
+
+# --------------------------------------------------------------------------------------------
+# Probing (for `scriptbridge doctor`)
+
+
+def _probe_in_child() -> dict[str, str | None]:
+    results: dict[str, str | None] = {}
+    try:
+        import RestrictedPython  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - a dependency of this package
+        results["restricted-python"] = f"RestrictedPython is not importable: {exc}"
+    else:
+        results["restricted-python"] = None
+    try:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+        results["rlimits"] = None
+    except (OSError, ValueError) as exc:
+        results["rlimits"] = f"setrlimit failed: {exc}"
+    root = os.geteuid() == 0
+    if not root:
+        results["netns"] = results["uid"] = "not started as root"
+    else:
+        results["netns"] = (
+            None if _unshare(_CLONE_NEWNET) == 0 else str(_os_error("unshare(CLONE_NEWNET)"))
+        )
+    ruleset: _Landlock | None = None
+    try:
+        ruleset = _Landlock(landlock_abi(), [])
+    except OSError as exc:
+        results["landlock"] = (
+            "the kernel has no landlock" if exc.errno == errno.ENOSYS else str(exc)
+        )
+    if root:
+        try:
+            _drop_uid(hand_over_out=False)
+            results["uid"] = None
+        except OSError as exc:
+            results["uid"] = f"could not drop to uid {UNPRIVILEGED_ID}: {exc}"
+    try:
+        _set_no_new_privs()
+    except OSError as exc:
+        results["landlock"] = results["seccomp"] = str(exc)
+        return results
+    if ruleset is not None:
+        try:
+            ruleset.restrict_self()
+            results["landlock"] = None
+        except OSError as exc:
+            results["landlock"] = str(exc)
+    arch = seccomp_arch()
+    if arch is None:
+        results["seccomp"] = f"no filter for {platform.machine()} ({sys.byteorder}-endian)"
+    else:
+        try:
+            _install_seccomp(arch)
+            results["seccomp"] = None
+        except OSError as exc:
+            results["seccomp"] = str(exc)
+    return results
+
+
+def probe_layers() -> list[LayerProbe]:
+    """Return, for each layer, whether this machine can apply it and why not.
+
+    The layers are really applied, in a forked child that then exits, so the answer is the
+    kernel's. The calling process is left unchanged. Never raises: a probe that cannot run at
+    all reports every layer unavailable with the reason.
+    """
+    from .protocol import LAYER_NAMES
+
+    read_fd, write_fd = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        os.close(read_fd)
+        os.close(write_fd)
+        return [LayerProbe(layer, False, f"could not fork a probe: {exc}") for layer in LAYER_NAMES]
+    if pid == 0:  # pragma: no cover - runs in the probe child
+        status = 1
+        try:
+            os.close(read_fd)
+            payload = json.dumps(_probe_in_child()).encode()
+            with os.fdopen(write_fd, "wb") as pipe:
+                pipe.write(payload)
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as pipe:
+        raw = pipe.read()
+    os.waitpid(pid, 0)
+    try:
+        found: dict[str, str | None] = json.loads(raw)
+    except ValueError:
+        found = {}
+    probes = []
+    for layer in LAYER_NAMES:
+        if layer not in found:
+            probes.append(LayerProbe(layer, False, "the probe child failed"))
+        else:
+            reason = found[layer]
+            probes.append(LayerProbe(layer, reason is None, reason))
+    return probes

@@ -1,0 +1,603 @@
+"""The zygote: a warm fork server that makes one fresh sandbox child per script.
+
+One long-lived process (started by :meth:`ZygoteProcess.start` with an empty environment, in a
+session of its own, holding only its end of a Unix ``SOCK_SEQPACKET`` socket) has already
+imported and exercised RestrictedPython, msgpack, pydantic, the protocol, the runtime and the
+allowlisted modules. For each ``spawn`` request it receives the child's two pipe ends over the
+socket (``SCM_RIGHTS``), forks, and the child isolates itself (:mod:`sandbox._isolation`) and
+serves exactly one script (:func:`sandbox._runtime.serve`) before it exits. The zygote reaps
+every child (through a pidfd each) and reports its exit status and resource use on ``wait``.
+No child ever runs a second script, and a child never returns into the zygote's loop.
+
+Requests and replies are small msgpack maps, one per datagram, validated by pydantic on both
+ends. When the requester's end of the socket closes, the zygote kills every child it still has,
+reaps them and exits; children also get ``SIGKILL`` if the zygote dies.
+
+:class:`ZygoteClient` is synchronous and thread-safe (the host wraps it with
+``trio.to_thread``): several threads may spawn, wait and kill at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Final, Literal, TypeAlias
+
+import msgpack
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from . import _runtime
+from ._isolation import ChildLimits, IsolationError, apply_isolation, python_paths
+from .protocol import BlockingChannel, Layer, ProtocolError, RunError
+
+__all__ = ["ChildExit", "SpawnedChild", "ZygoteClient", "ZygoteError", "ZygoteProcess"]
+
+_DATAGRAM: Final = 65536
+_START_TIMEOUT: Final = 60.0
+
+
+class ZygoteError(RuntimeError):
+    """The zygote is gone, refused a request, or answered outside its protocol."""
+
+
+# --------------------------------------------------------------------------------------------
+# The zygote's own protocol (host <-> zygote; both trusted)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+_ReqId = Annotated[int, Field(ge=1)]
+
+
+class _Spawn(_Model):
+    op: Literal["spawn"] = "spawn"
+    req_id: _ReqId
+    workspace: Annotated[str, Field(min_length=1, max_length=4096)]
+    limits: ChildLimits
+    disable: list[Layer] = Field(default_factory=list)
+
+
+class _Wait(_Model):
+    op: Literal["wait"] = "wait"
+    req_id: _ReqId
+    pid: int
+
+
+class _Kill(_Model):
+    op: Literal["kill"] = "kill"
+    req_id: _ReqId
+    pid: int
+    signal: Annotated[int, Field(ge=1, le=64)] = int(signal.SIGKILL)
+
+
+class _Hello(_Model):
+    op: Literal["hello"] = "hello"
+    pid: int
+
+
+class _Spawned(_Model):
+    op: Literal["spawned"] = "spawned"
+    req_id: _ReqId
+    pid: int
+
+
+class _Failed(_Model):
+    op: Literal["failed"] = "failed"
+    req_id: _ReqId
+    message: str
+
+
+class _Exited(_Model):
+    op: Literal["exited"] = "exited"
+    req_id: _ReqId
+    pid: int
+    returncode: int
+    cpu_s: float
+    max_rss_kb: int
+
+
+class _Signalled(_Model):
+    op: Literal["signalled"] = "signalled"
+    req_id: _ReqId
+    delivered: bool
+
+
+_Request: TypeAlias = Annotated[_Spawn | _Wait | _Kill, Field(discriminator="op")]
+_Reply: TypeAlias = Annotated[
+    _Hello | _Spawned | _Failed | _Exited | _Signalled, Field(discriminator="op")
+]
+_REQUESTS: TypeAdapter[_Request] = TypeAdapter(_Request)
+_REPLIES: TypeAdapter[_Reply] = TypeAdapter(_Reply)
+
+
+def _pack(message: _Model) -> bytes:
+    return msgpack.packb(message.model_dump(mode="python"), use_bin_type=True)  # type: ignore[no-any-return]
+
+
+def _unpack(adapter: TypeAdapter[Any], data: bytes) -> Any:
+    try:
+        return adapter.validate_python(msgpack.unpackb(data, raw=False, strict_map_key=True))
+    except (ValueError, TypeError, msgpack.UnpackException, ValidationError) as exc:
+        raise ZygoteError(f"malformed zygote message: {exc}") from exc
+
+
+# --------------------------------------------------------------------------------------------
+# Client
+
+
+@dataclass(frozen=True)
+class SpawnedChild:
+    """A child forked for one run. The caller owns both fds and must close them.
+
+    Attributes:
+        pid: the child's pid (valid until :meth:`ZygoteClient.wait` has returned for it).
+        to_child: write end of the host -> child pipe.
+        from_child: read end of the child -> host pipe.
+    """
+
+    pid: int
+    to_child: int
+    from_child: int
+
+
+@dataclass(frozen=True)
+class ChildExit:
+    """How a child ended: ``returncode`` as in ``subprocess`` (``-N`` for signal ``N``),
+    its CPU time (user + system) and its peak resident set."""
+
+    pid: int
+    returncode: int
+    cpu_s: float
+    max_rss_kb: int
+
+
+class ZygoteClient:
+    """Synchronous, thread-safe requests to a zygote over its socket.
+
+    The client owns ``sock`` and closes it in :meth:`close`, which makes the zygote kill its
+    children and exit.
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._send_lock = threading.Lock()
+        self._state = threading.Condition()
+        self._replies: dict[int, Any] = {}
+        self._abandoned: set[int] = set()
+        self._reader_active = False
+        self._next_id = 1
+        self._closed = False
+        self._broken: str | None = None
+
+    def _new_id(self) -> int:
+        with self._state:
+            req_id = self._next_id
+            self._next_id += 1
+            return req_id
+
+    def _send(self, request: _Model, fds: Sequence[int] = ()) -> None:
+        data = _pack(request)
+        with self._send_lock:
+            if self._closed:
+                raise ZygoteError("the zygote client is closed")
+            try:
+                if fds:
+                    socket.send_fds(self._sock, [data], list(fds))
+                else:
+                    self._sock.send(data)
+            except OSError as exc:
+                raise ZygoteError(f"the zygote is gone: {exc}") from exc
+
+    def _await(self, req_id: int, timeout: float | None) -> Any:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._state:
+                while True:
+                    if req_id in self._replies:
+                        return self._replies.pop(req_id)
+                    if self._broken is not None:
+                        raise ZygoteError(self._broken)
+                    if not self._reader_active:
+                        self._reader_active = True
+                        break
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        self._abandoned.add(req_id)
+                        raise TimeoutError(f"the zygote did not answer request {req_id}")
+                    self._state.wait(remaining)
+            try:
+                self._read_one(deadline)
+            except TimeoutError:
+                with self._state:
+                    self._abandoned.add(req_id)
+                raise
+            finally:
+                with self._state:
+                    self._reader_active = False
+                    self._state.notify_all()
+
+    def _read_one(self, deadline: float | None) -> None:
+        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        selector = selectors.DefaultSelector()
+        try:
+            selector.register(self._sock, selectors.EVENT_READ)
+            if not selector.select(remaining):
+                raise TimeoutError("the zygote did not answer in time")
+        finally:
+            selector.close()
+        try:
+            data = self._sock.recv(_DATAGRAM)
+        except OSError as exc:
+            data = b""
+            reason = f"the zygote socket failed: {exc}"
+        else:
+            reason = "the zygote exited"
+        with self._state:
+            if not data:
+                self._broken = reason
+                return
+            try:
+                reply = _unpack(_REPLIES, data)
+            except ZygoteError as exc:
+                self._broken = str(exc)
+                return
+            req_id = getattr(reply, "req_id", None)
+            if req_id is None:
+                return  # a late hello
+            if req_id in self._abandoned:
+                self._abandoned.discard(req_id)
+            else:
+                self._replies[req_id] = reply
+
+    def spawn(
+        self,
+        workspace: str | os.PathLike[str],
+        limits: ChildLimits | None = None,
+        *,
+        disable: Collection[Layer] = (),
+        timeout: float | None = 30.0,
+    ) -> SpawnedChild:
+        """Fork a fresh child for one run in ``workspace`` and return it with the host's ends
+        of its two pipes.
+
+        The child isolates itself, then sends ``ready`` on ``from_child``. Layers named in
+        ``disable`` are skipped (reported with the reason ``disabled``); tests and the security
+        suite's modes only.
+
+        Raises:
+            ZygoteError: the zygote is gone or could not fork; no fd is left open.
+            TimeoutError: no answer within ``timeout``; no fd is left open, and a child forked
+                later is killed when it is reported.
+        """
+        request = _Spawn(
+            req_id=self._new_id(),
+            workspace=os.path.abspath(os.fspath(workspace)),
+            limits=limits or ChildLimits(),
+            disable=sorted(set(disable)),
+        )
+        child_read, to_child = os.pipe()
+        from_child, child_write = os.pipe()
+        try:
+            self._send(request, [child_read, child_write])
+        except BaseException:
+            for fd in (to_child, from_child):
+                os.close(fd)
+            raise
+        finally:
+            os.close(child_read)
+            os.close(child_write)
+        try:
+            reply = self._await(request.req_id, timeout)
+        except BaseException:
+            os.close(to_child)
+            os.close(from_child)
+            raise
+        if isinstance(reply, _Failed):
+            os.close(to_child)
+            os.close(from_child)
+            raise ZygoteError(f"the zygote could not spawn a child: {reply.message}")
+        if not isinstance(reply, _Spawned):
+            os.close(to_child)
+            os.close(from_child)
+            raise ZygoteError(f"unexpected zygote reply {reply.op}")
+        return SpawnedChild(pid=reply.pid, to_child=to_child, from_child=from_child)
+
+    def wait(self, pid: int, timeout: float | None = None) -> ChildExit:
+        """Block until child ``pid`` has exited and been reaped; return how it ended.
+
+        Each child can be waited for once; its status is kept by the zygote until then.
+
+        Raises:
+            ZygoteError: ``pid`` is not a child of this zygote (or was already waited for).
+            TimeoutError: it had not exited within ``timeout`` (it may be waited for again).
+        """
+        request = _Wait(req_id=self._new_id(), pid=pid)
+        self._send(request)
+        reply = self._await(request.req_id, timeout)
+        if isinstance(reply, _Failed):
+            raise ZygoteError(reply.message)
+        if not isinstance(reply, _Exited):
+            raise ZygoteError(f"unexpected zygote reply {reply.op}")
+        return ChildExit(reply.pid, reply.returncode, reply.cpu_s, reply.max_rss_kb)
+
+    def kill(self, pid: int, sig: int = signal.SIGKILL, timeout: float | None = 10.0) -> bool:
+        """Send ``sig`` to child ``pid`` through the zygote (race-free: by pidfd, before
+        reaping). Returns whether it was delivered (false once the child has exited)."""
+        request = _Kill(req_id=self._new_id(), pid=pid, signal=int(sig))
+        self._send(request)
+        reply = self._await(request.req_id, timeout)
+        if not isinstance(reply, _Signalled):
+            raise ZygoteError(f"unexpected zygote reply {reply.op}")
+        return reply.delivered
+
+    def close(self) -> None:
+        """Close the socket; the zygote then kills and reaps its children and exits."""
+        with self._send_lock:
+            if self._closed:
+                return
+            self._closed = True
+            with contextlib.suppress(OSError):
+                self._sock.shutdown(socket.SHUT_RDWR)
+            self._sock.close()
+
+
+class ZygoteProcess:
+    """A running zygote process and its client; use as a context manager or call
+    :meth:`close`. When :meth:`close` returns, the zygote and all its children have exited."""
+
+    def __init__(self, process: subprocess.Popen[bytes], client: ZygoteClient) -> None:
+        self.process = process
+        self.client = client
+
+    @property
+    def pid(self) -> int:
+        """The zygote's pid."""
+        return self.process.pid
+
+    @classmethod
+    def start(
+        cls, *, python: str = sys.executable, timeout: float = _START_TIMEOUT
+    ) -> ZygoteProcess:
+        """Start a zygote with an empty environment and wait until it is warm.
+
+        Raises:
+            ZygoteError: it exited or did not report ready within ``timeout``; nothing is left
+                running.
+        """
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        boot = (
+            "import sys; sys.path.insert(0, sys.argv[1]); "
+            "from sandbox._zygote import main; main(int(sys.argv[2]))"
+        )
+        try:
+            process = subprocess.Popen(
+                [python, "-I", "-c", boot, package_parent, str(theirs.fileno())],
+                env={},
+                cwd="/",
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,
+            )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        zygote = cls(process, ZygoteClient(ours))
+        try:
+            selector = selectors.DefaultSelector()
+            try:
+                selector.register(ours, selectors.EVENT_READ)
+                ready = selector.select(timeout)
+            finally:
+                selector.close()
+            data = ours.recv(_DATAGRAM) if ready else b""
+            hello = _unpack(_REPLIES, data) if data else None
+            if not isinstance(hello, _Hello):
+                raise ZygoteError("the zygote did not start")
+        except BaseException:
+            zygote.close()
+            raise
+        return zygote
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop the zygote: it kills and reaps its children; it is killed itself after
+        ``timeout`` seconds. Idempotent."""
+        self.client.close()
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def __enter__(self) -> ZygoteProcess:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Server (runs in the zygote process)
+
+
+class _Server:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.pid = os.getpid()
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(sock, selectors.EVENT_READ, None)
+        self.pidfds: dict[int, int] = {}  # live child pid -> pidfd
+        self.exits: dict[int, _Exited] = {}  # reaped, not yet waited for (req_id 1 dummy)
+        self.waiters: dict[int, list[int]] = {}  # pid -> req_ids waiting
+
+    def reply(self, message: _Model) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.send(_pack(message))
+
+    def run(self) -> None:
+        self.reply(_Hello(pid=self.pid))
+        while True:
+            for key, _events in self.selector.select():
+                if key.data is None:
+                    if not self.receive():
+                        self.shutdown()
+                        return
+                else:
+                    self.reap(key.data)
+
+    def receive(self) -> bool:
+        try:
+            data, fds, _flags, _address = socket.recv_fds(self.sock, _DATAGRAM, 2)
+        except OSError:
+            return False
+        if not data:
+            for fd in fds:
+                os.close(fd)
+            return False
+        try:
+            request = _unpack(_REQUESTS, data)
+        except ZygoteError:
+            for fd in fds:
+                os.close(fd)
+            return True
+        if isinstance(request, _Spawn):
+            self.spawn(request, fds)
+            return True
+        for fd in fds:
+            os.close(fd)
+        if isinstance(request, _Wait):
+            self.wait(request)
+        else:
+            self.kill(request)
+        return True
+
+    def spawn(self, request: _Spawn, fds: list[int]) -> None:
+        if len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            self.reply(_Failed(req_id=request.req_id, message="a spawn needs exactly two fds"))
+            return
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            for fd in fds:
+                os.close(fd)
+            self.reply(_Failed(req_id=request.req_id, message=f"fork failed: {exc}"))
+            return
+        if pid == 0:  # pragma: no cover - the child; coverage can't follow it
+            status = 70
+            try:
+                status = self.child(request, fds)
+            finally:
+                os._exit(status)
+        for fd in fds:
+            os.close(fd)
+        pidfd = os.pidfd_open(pid)
+        self.pidfds[pid] = pidfd
+        self.selector.register(pidfd, selectors.EVENT_READ, pid)
+        self.reply(_Spawned(req_id=request.req_id, pid=pid))
+
+    def child(self, request: _Spawn, fds: list[int]) -> int:  # pragma: no cover - in the child
+        self.selector.close()
+        self.sock.close()
+        for pidfd in self.pidfds.values():
+            os.close(pidfd)
+        self.pidfds.clear()
+        try:
+            kept, report = apply_isolation(
+                workspace=request.workspace,
+                limits=request.limits,
+                keep_fds=fds,
+                parent_pid=self.pid,
+                disable=frozenset(request.disable),
+            )
+        except IsolationError as exc:
+            with contextlib.suppress(OSError, ProtocolError):
+                BlockingChannel(fds[0], fds[1]).send(
+                    RunError(type="SandboxSetupFailed", message=str(exc), phase="setup")
+                )
+            return 71
+        channel = BlockingChannel(kept[0], kept[1])
+        return _runtime.serve(
+            channel,
+            applied=report.applied,
+            skipped=report.skipped,
+            restricted="restricted-python" not in request.disable,
+        )
+
+    def reap(self, pid: int) -> None:
+        pidfd = self.pidfds.pop(pid)
+        self.selector.unregister(pidfd)
+        os.close(pidfd)
+        _, status, usage = os.wait4(pid, 0)
+        exited = _Exited(
+            req_id=1,
+            pid=pid,
+            returncode=os.waitstatus_to_exitcode(status),
+            cpu_s=usage.ru_utime + usage.ru_stime,
+            max_rss_kb=usage.ru_maxrss,
+        )
+        waiting = self.waiters.pop(pid, [])
+        if not waiting:
+            self.exits[pid] = exited
+        for req_id in waiting:
+            self.reply(exited.model_copy(update={"req_id": req_id}))
+
+    def wait(self, request: _Wait) -> None:
+        if request.pid in self.exits:
+            exited = self.exits.pop(request.pid)
+            self.reply(exited.model_copy(update={"req_id": request.req_id}))
+        elif request.pid in self.pidfds:
+            self.waiters.setdefault(request.pid, []).append(request.req_id)
+        else:
+            self.reply(
+                _Failed(req_id=request.req_id, message=f"no child {request.pid} to wait for")
+            )
+
+    def kill(self, request: _Kill) -> None:
+        pidfd = self.pidfds.get(request.pid)
+        delivered = False
+        if pidfd is not None:
+            try:
+                signal.pidfd_send_signal(pidfd, request.signal)
+                delivered = True
+            except ProcessLookupError:
+                delivered = False
+        self.reply(_Signalled(req_id=request.req_id, delivered=delivered))
+
+    def shutdown(self) -> None:
+        for pidfd in self.pidfds.values():
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        for pid, pidfd in list(self.pidfds.items()):
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+            os.close(pidfd)
+        self.pidfds.clear()
+        self.selector.close()
+        self.sock.close()
+
+
+def main(fd: int) -> None:
+    """The zygote's entry point: warm up, then serve requests on socket ``fd`` until it
+    closes. Exits the process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sock = socket.socket(fileno=fd)
+    _runtime.warm_up()
+    python_paths()
+    _Server(sock).run()
+    sys.exit(0)

@@ -1,0 +1,350 @@
+"""Each OS isolation layer is in force inside a real child, and reported.
+
+The scripts here run with the language layer off (plain ``exec``) and reach ``os`` through the
+classic ``object.__subclasses__`` walk, to show that the OS layers hold on their own even when
+the Python-level restrictions are bypassed. Where a denial could come from more than one layer,
+the other layers are disabled so that the one under test is the only one left.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from sandbox._isolation import (
+    DENIED_SYSCALLS,
+    OS_LAYERS,
+    ChildLimits,
+    build_seccomp_filter,
+    probe_layers,
+)
+from sandbox.protocol import LAYER_NAMES
+from sandbox.testing import RunRecord
+
+Run = Callable[..., RunRecord]
+
+# Reaches the real os/sys/builtins from plain Python with the sandbox's builtins.
+PRELUDE = """
+for klass in ().__class__.__base__.__subclasses__():
+    if klass.__name__ == "_wrap_close":
+        sysmod = klass.__init__.__globals__["sys"]
+        break
+os = sysmod.modules["os"]
+realopen = sysmod.modules["builtins"].open
+def attempt(action):
+    try:
+        return ["ok", action()]
+    except OSError as exc:
+        return ["denied", exc.errno]
+"""
+
+ALL_OS = set(OS_LAYERS)
+ROOT = os.geteuid() == 0
+needs_root = pytest.mark.skipif(not ROOT, reason="the netns and uid layers need root")
+
+
+def only(*layers: str) -> set[str]:
+    """The disable set that leaves just ``layers`` (and the language layer off)."""
+    return {"restricted-python", *(ALL_OS - set(layers))}
+
+
+@pytest.fixture
+def escape(run: Run) -> Callable[..., RunRecord]:
+    """Run ``attempt(...)``-style code after the prelude, language layer off."""
+
+    def runner(code: str, *, keep: tuple[str, ...] = OS_LAYERS, **kwargs: object) -> RunRecord:
+        record = run(PRELUDE + code, disable=only(*keep), **kwargs)
+        assert record.ok, record.final
+        return record
+
+    return runner
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    """A TCP socket listening on the host's loopback."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        yield server
+
+
+def test_all_layers_reported(run: Run) -> None:
+    """A default child reports every layer this machine can apply, and skips none."""
+    record = run("1")
+    assert record.ready is not None
+    expected = [layer for layer in LAYER_NAMES if ROOT or layer not in ("netns", "uid")]
+    assert record.isolation == expected
+    assert all(skipped.layer not in expected for skipped in record.ready.skipped)
+
+
+def test_disabled_layers_are_reported_with_reason(run: Run) -> None:
+    """Disabled layers are listed in ``skipped`` with the reason, not silently left out."""
+    record = run("1", disable=ALL_OS)
+    assert record.ready is not None
+    assert record.isolation == ["restricted-python"]
+    assert {(s.layer, s.reason) for s in record.ready.skipped} == {
+        (layer, "disabled") for layer in OS_LAYERS
+    }
+
+
+def test_probe_layers_is_consistent() -> None:
+    """``probe_layers`` names every layer once; a reason is given exactly when unavailable."""
+    probes = probe_layers()
+    assert [probe.layer for probe in probes] == list(LAYER_NAMES)
+    for probe in probes:
+        assert probe.available == (probe.reason is None)
+        assert probe.available or probe.reason
+
+
+def test_hygiene(escape: Callable[..., RunRecord], workspace: Path) -> None:
+    """Only fds 0-2 and the channel are open, the environment is empty, the cwd is the
+    workspace, and the child leads its own session."""
+    code = """
+def is_open(fd):
+    try:
+        os.fstat(fd)
+        return True
+    except OSError:
+        return False
+[[fd for fd in range(256) if is_open(fd)], dict(os.environ), os.getcwd(),
+ os.getsid(0) == os.getpid(), os.getpgid(0) == os.getpid()]
+"""
+    fds, environ, cwd, leader, group = escape(code).value
+    assert len(fds) == 5 and fds[:3] == [0, 1, 2]
+    assert environ == {}
+    assert cwd == str(workspace)
+    assert leader and group
+
+
+def test_environment_variable_of_the_host_is_unreachable(escape: Callable[..., RunRecord]) -> None:
+    """A variable set in the host's environment is not visible, nor its /proc environ."""
+    os.environ["SCRIPTBRIDGE_TEST_SECRET"] = "s3cret"
+    try:
+        code = """
+[os.environ.get("SCRIPTBRIDGE_TEST_SECRET"), os.getenv("HOME"),
+ attempt(lambda: realopen(f"/proc/{inputs['host']}/environ", "rb").read()),
+ attempt(lambda: realopen("/proc/self/environ", "rb").read())]
+"""
+        record = escape(code, inputs={"host": os.getpid()})
+    finally:
+        del os.environ["SCRIPTBRIDGE_TEST_SECRET"]
+    assert record.value[:3] == [None, None, ["denied", errno.EACCES]]
+    assert b"s3cret" not in repr(record.value).encode()
+
+
+def test_seccomp_denies_sockets(escape: Callable[..., RunRecord]) -> None:
+    """seccomp alone: creating a socket of any family fails with EPERM."""
+    code = """
+socketmod = sysmod.modules["socket"]
+[attempt(lambda: socketmod.socket(socketmod.AF_INET, socketmod.SOCK_STREAM).fileno()),
+ attempt(lambda: socketmod.socket(socketmod.AF_UNIX, socketmod.SOCK_STREAM).fileno()),
+ attempt(lambda: len(socketmod.socketpair()))]
+"""
+    assert escape(code, keep=("seccomp",)).value == [["denied", errno.EPERM]] * 3
+
+
+CONNECT = """
+socketmod = sysmod.modules["socket"]
+def connect():
+    with socketmod.create_connection(("127.0.0.1", inputs["port"]), timeout=5):
+        return "connected"
+attempt(connect)
+"""
+
+
+@needs_root
+def test_netns_cuts_the_network(escape: Callable[..., RunRecord], listener: socket.socket) -> None:
+    """netns alone: a connection to the host's loopback fails (the namespace's lo is down)."""
+    port = listener.getsockname()[1]
+    assert escape(CONNECT, keep=("netns",), inputs={"port": port}).value == [
+        "denied",
+        errno.ENETUNREACH,
+    ]
+
+
+def test_connect_works_without_os_layers(
+    escape: Callable[..., RunRecord], listener: socket.socket
+) -> None:
+    """Control: with every OS layer off, the same connection succeeds."""
+    port = listener.getsockname()[1]
+    assert escape(CONNECT, keep=(), inputs={"port": port}).value == ["ok", "connected"]
+
+
+def test_landlock_denies_tcp_connect(
+    escape: Callable[..., RunRecord], listener: socket.socket
+) -> None:
+    """landlock alone (ABI 4+): a TCP connect is refused."""
+    port = listener.getsockname()[1]
+    assert escape(CONNECT, keep=("landlock",), inputs={"port": port}).value == [
+        "denied",
+        errno.EACCES,
+    ]
+
+
+def test_seccomp_denies_fork_and_exec(escape: Callable[..., RunRecord]) -> None:
+    """seccomp alone: fork, subprocess and exec fail; nothing is started."""
+    code = """
+subprocess = sysmod.modules["subprocess"]
+[attempt(lambda: os.fork()),
+ attempt(lambda: subprocess.run(["/bin/true"]).returncode),
+ attempt(lambda: os.execv("/bin/true", ["true"])),
+ attempt(lambda: os.posix_spawn("/bin/true", ["true"], {}))]
+"""
+    assert escape(code, keep=("seccomp",)).value == [["denied", errno.EPERM]] * 4
+
+
+def test_seccomp_allows_threads(escape: Callable[..., RunRecord]) -> None:
+    """seccomp alone: clone with CLONE_THREAD stays allowed (threads work)."""
+    code = """
+threading = sysmod.modules["threading"]
+box = []
+thread = threading.Thread(target=lambda: box.append(1))
+thread.start()
+thread.join()
+box
+"""
+    assert escape(code, keep=("seccomp",)).value == [1]
+
+
+@needs_root
+def test_uid_layer_denies_fork_by_nproc(escape: Callable[..., RunRecord]) -> None:
+    """uid alone: RLIMIT_NPROC 0 after the drop makes fork fail with EAGAIN."""
+    assert escape("attempt(lambda: os.fork())", keep=("uid",)).value == ["denied", errno.EAGAIN]
+
+
+def test_landlock_denies_exec(escape: Callable[..., RunRecord]) -> None:
+    """landlock alone: executing a file is refused."""
+    code = 'attempt(lambda: os.execv("/bin/true", ["true"]))'
+    assert escape(code, keep=("landlock",)).value == ["denied", errno.EACCES]
+
+
+def test_landlock_denies_reads_outside(escape: Callable[..., RunRecord]) -> None:
+    """landlock alone: /etc/passwd, the root directory and /proc can't be read; refs/ can."""
+    code = """
+[attempt(lambda: realopen("/etc/passwd").read()),
+ attempt(lambda: os.listdir("/")),
+ attempt(lambda: realopen("/proc/self/status").read()),
+ attempt(lambda: realopen("refs/note.txt").read())]
+"""
+    assert escape(code, keep=("landlock",)).value == [
+        ["denied", errno.EACCES],
+        ["denied", errno.EACCES],
+        ["denied", errno.EACCES],
+        ["ok", "hello refs"],
+    ]
+
+
+def test_landlock_denies_writes_outside_out(
+    escape: Callable[..., RunRecord], workspace: Path, tmp_path: Path
+) -> None:
+    """landlock alone: writes outside out/ fail (refs/, the workspace, /tmp), out/ works."""
+    outside = tmp_path / "outside.txt"
+    code = """
+def write(path):
+    with realopen(path, "w") as handle:
+        return handle.write("x")
+[attempt(lambda: write(inputs["outside"])), attempt(lambda: write("refs/new.txt")),
+ attempt(lambda: write("top.txt")), attempt(lambda: write("/dev/shm/x")),
+ attempt(lambda: os.symlink("/etc/passwd", "out/link")), attempt(lambda: write("out/ok.txt"))]
+"""
+    record = escape(code, keep=("landlock",), inputs={"outside": str(outside)})
+    assert record.value == [["denied", errno.EACCES]] * 5 + [["ok", 1]]
+    assert not outside.exists() and not (workspace / "refs" / "new.txt").exists()
+    assert (workspace / "out" / "ok.txt").read_text() == "x"
+
+
+@needs_root
+def test_uid_layer_drops_root(escape: Callable[..., RunRecord]) -> None:
+    """uid alone: the child runs as 65534 and cannot get root back, nor read /etc/shadow."""
+    code = """
+[os.getresuid(), os.getresgid(), os.getgroups(), attempt(lambda: os.setuid(0)),
+ attempt(lambda: realopen("/etc/shadow").read())]
+"""
+    assert escape(code, keep=("uid",)).value == [
+        [65534] * 3,
+        [65534] * 3,
+        [],
+        ["denied", errno.EPERM],
+        ["denied", errno.EACCES],
+    ]
+
+
+def test_seccomp_denies_setuid(escape: Callable[..., RunRecord]) -> None:
+    """seccomp alone: setuid(0) fails with EPERM even where the process is still root."""
+    assert escape("attempt(lambda: os.setuid(0))", keep=("seccomp",)).value == [
+        "denied",
+        errno.EPERM,
+    ]
+
+
+def test_seccomp_signals_only_self(escape: Callable[..., RunRecord], zygote: object) -> None:
+    """seccomp alone: signals to another process (the zygote) are refused."""
+    code = "attempt(lambda: os.kill(os.getppid(), 0))"
+    assert escape(code, keep=("seccomp",)).value == ["denied", errno.EPERM]
+
+
+def test_rlimits_values(escape: Callable[..., RunRecord]) -> None:
+    """rlimits alone: CPU, file size, open files and core are as configured."""
+    code = """
+resource = sysmod.modules["resource"]
+[resource.getrlimit(resource.RLIMIT_CPU), resource.getrlimit(resource.RLIMIT_FSIZE),
+ resource.getrlimit(resource.RLIMIT_NOFILE), resource.getrlimit(resource.RLIMIT_CORE)]
+"""
+    limits = ChildLimits(cpu_s=2.5, max_file_bytes=12345, max_open_files=32)
+    assert escape(code, keep=("rlimits",), limits=limits).value == [
+        [3, 4],
+        [12345, 12345],
+        [32, 32],
+        [0, 0],
+    ]
+
+
+def test_cpu_limit_kills(run: Run) -> None:
+    """A CPU loop is killed by SIGXCPU at the CPU limit."""
+    record = run("while True:\n    pass", limits=ChildLimits(cpu_s=1))
+    assert record.final is None and record.exit is not None
+    assert record.exit.returncode in (-signal.SIGXCPU, -signal.SIGKILL)
+    assert record.exit.cpu_s >= 0.9
+
+
+def test_memory_limit(run: Run) -> None:
+    """An allocation past the memory limit fails with MemoryExceeded."""
+    record = run("x = 'a' * (512 * 2 ** 20)\nlen(x)", limits=ChildLimits(memory_mb=64))
+    assert record.error_type == "MemoryExceeded"
+
+
+def test_file_size_limit(run: Run, workspace: Path) -> None:
+    """A write past the file-size limit fails with an OSError instead of killing the child."""
+    limits = ChildLimits(max_file_bytes=1000)
+    record = run("write_text('out/big.txt', 'x' * 5000)", limits=limits)
+    assert record.error_type == "OSError" and "too large" in record.final.message  # type: ignore[union-attr]
+
+
+def test_fd_limit(escape: Callable[..., RunRecord]) -> None:
+    """rlimits alone: opening fds past the limit fails with EMFILE."""
+    code = """
+fds = []
+def exhaust():
+    while len(fds) < 10000:
+        fds.append(os.dup(0))
+attempt(exhaust)
+"""
+    assert escape(code, keep=("rlimits",)).value == ["denied", errno.EMFILE]
+
+
+def test_seccomp_filter_builds_for_both_arches() -> None:
+    """The BPF program assembles for x86_64 and aarch64 with every jump in range."""
+    for arch in ("x86_64", "aarch64"):
+        program = build_seccomp_filter(arch, own_pid=1234)
+        assert 50 < len(program) < 4096
+        assert program[-1][0] == 0x06  # the program ends with a return
+        for index, (code, jt, jf, _k) in enumerate(program):
+            assert code in (0x20, 0x15, 0x35, 0x45, 0x06)
+            if code in (0x15, 0x35, 0x45):  # conditional jumps land inside the program
+                assert index + 1 + max(jt, jf) < len(program)
+    assert "execve" in DENIED_SYSCALLS and "clone3" in DENIED_SYSCALLS

@@ -1,0 +1,251 @@
+"""The channel's schema and framing: every message round-trips; everything else is refused
+with one ProtocolError, before a byte of an oversized body is buffered."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+import threading
+from collections.abc import Iterator
+
+import msgpack
+import pytest
+
+from sandbox.protocol import (
+    MAX_FRAME,
+    BlockingChannel,
+    CallFailed,
+    CallOk,
+    CallTool,
+    CallTools,
+    Done,
+    Fetch,
+    FetchResult,
+    FrameDecoder,
+    Output,
+    ProtocolError,
+    Ready,
+    RunError,
+    RunLimits,
+    SkippedLayer,
+    Start,
+    ToolCall,
+    ToolFailed,
+    ToolResult,
+    ToolResults,
+    check_plain,
+    encode_frame,
+    parse_child_message,
+    parse_host_message,
+)
+
+VIEW = {"content": [{"type": "text", "text": "t"}], "data": {"b": b"\x00\xff"}, "isError": False}
+
+CHILD_MESSAGES = [
+    Ready(
+        protocol=1,
+        pid=42,
+        isolation=["restricted-python", "seccomp"],
+        skipped=[SkippedLayer(layer="uid", reason="not started as root")],
+    ),
+    CallTool(call_id=1, name="docs.search", args={"q": "trio", "n": [1, 2.5, None, True]}),
+    CallTools(call_id=2, calls=[ToolCall(name="a", args={}), ToolCall(name="b", args={"x": 1})]),
+    Fetch(call_id=3, ref_id="ref_9f2c"),
+    Output(text="hello ✓\n"),
+    Done(value={"k": [b"\x01", -(2**63), 2**64 - 1]}),
+    Done(value="{1, 2}", value_is_repr=True),
+    RunError(type="KeyError", message="'k'", line=3, phase="run"),
+    RunError(type="SyntaxError", message="bad", line=None, phase="compile"),
+]
+
+HOST_MESSAGES = [
+    Start(source="1 + 1", inputs={"q": "x"}, tools=["docs.search"], limits=RunLimits()),
+    ToolResult(call_id=1, view=VIEW),
+    ToolFailed(call_id=1, message="boom"),
+    ToolResults(call_id=2, results=[CallOk(view=VIEW), CallFailed(message="no")]),
+    FetchResult(call_id=3, saved_to="refs/ref_9f2c.pdf"),
+    FetchResult(call_id=3, unfetchable="a server asked that its content never reach you"),
+]
+
+
+def body(message: object) -> bytes:
+    """The msgpack body of a framed message."""
+    return encode_frame(message)[4:]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("message", CHILD_MESSAGES, ids=lambda m: m.op)
+def test_child_messages_round_trip(message: object) -> None:
+    """Every child message parses back equal; a host parser refuses it."""
+    assert parse_child_message(body(message)) == message
+    with pytest.raises(ProtocolError):
+        parse_host_message(body(message))
+
+
+@pytest.mark.parametrize("message", HOST_MESSAGES, ids=lambda m: m.op)
+def test_host_messages_round_trip(message: object) -> None:
+    """Every host message parses back equal; a child parser refuses it."""
+    assert parse_host_message(body(message)) == message
+    with pytest.raises(ProtocolError):
+        parse_child_message(body(message))
+
+
+def test_frame_layout() -> None:
+    """A frame is a 4-byte big-endian length and the msgpack body."""
+    frame = encode_frame(Output(text="x"))
+    (length,) = struct.unpack(">I", frame[:4])
+    assert length == len(frame) - 4
+    assert msgpack.unpackb(frame[4:]) == {"op": "output", "text": "x"}
+
+
+def test_decoder_is_incremental() -> None:
+    """Fed one byte at a time, the decoder returns each body once, when complete."""
+    stream = b"".join(encode_frame(m) for m in CHILD_MESSAGES)
+    decoder = FrameDecoder()
+    bodies = [b for i in range(len(stream)) for b in decoder.feed(stream[i : i + 1])]
+    assert [parse_child_message(b) for b in bodies] == CHILD_MESSAGES
+    assert decoder.at_boundary
+
+
+def test_decoder_returns_several_frames_from_one_chunk() -> None:
+    """One chunk holding several frames and part of the next yields the whole ones."""
+    frames = [encode_frame(Output(text=str(i))) for i in range(3)]
+    decoder = FrameDecoder()
+    assert len(decoder.feed(frames[0] + frames[1] + frames[2][:5])) == 2
+    assert not decoder.at_boundary
+    assert len(decoder.feed(frames[2][5:])) == 1
+
+
+def test_oversized_prefix_is_refused_before_the_body() -> None:
+    """A prefix over the limit raises as soon as its 4 bytes arrive, and stays failed."""
+    decoder = FrameDecoder(limit=100)
+    with pytest.raises(ProtocolError):
+        decoder.feed(struct.pack(">I", 101))
+    with pytest.raises(ProtocolError):
+        decoder.feed(b"")
+    ok = FrameDecoder(limit=100)
+    assert ok.feed(struct.pack(">I", 100)) == []
+
+
+def test_zero_length_frame_is_refused() -> None:
+    """A zero-length frame is a protocol error."""
+    with pytest.raises(ProtocolError):
+        FrameDecoder().feed(b"\x00\x00\x00\x00")
+
+
+def test_limits_are_capped() -> None:
+    """No caller can raise a limit past MAX_FRAME."""
+    with pytest.raises(ValueError):
+        FrameDecoder(limit=MAX_FRAME + 1)
+
+
+def test_encode_over_limit_raises() -> None:
+    """Encoding a message larger than the limit raises ProtocolError."""
+    with pytest.raises(ProtocolError):
+        encode_frame(Output(text="x" * 2000), limit=1024)
+
+
+def test_encode_unpackable_raises() -> None:
+    """Strings that are not well formed can't be packed: ProtocolError, with the cause."""
+    with pytest.raises(ProtocolError) as info:
+        encode_frame(Output(text="\ud800"))
+    assert info.value.__cause__ is not None
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"\xc1",  # never-used msgpack byte
+        b"\xc0\xc0",  # trailing data
+        b"\x91" * 5000 + b"\xc0",  # nesting past msgpack's stack
+        b"\xa2\xff\xfe",  # invalid UTF-8
+        b"\xc7\x01\x05a",  # an extension type
+        msgpack.packb({"op": "tool_result", "call_id": 1, "view": msgpack.Timestamp(1, 0)}),
+        msgpack.packb({1: 2}),  # non-string map key
+        msgpack.packb([1, 2]),
+        msgpack.packb({"op": "nope"}),
+        msgpack.packb({"op": "tool_result", "call_id": 1, "view": {}, "extra": 1}),
+        msgpack.packb({"op": "tool_result", "call_id": 0, "view": {}}),
+        msgpack.packb({"op": "tool_result", "call_id": "1", "view": {}}),
+        msgpack.packb({"op": "fetch_result", "call_id": 1}),
+        msgpack.packb({"op": "fetch_result", "call_id": 1, "saved_to": "a", "unfetchable": "b"}),
+        msgpack.packb({"op": "fetch_result", "call_id": 1, "saved_to": "/etc/passwd"}),
+        msgpack.packb({"op": "tool_result", "call_id": 1, "view": {"a": [[[[[[[]]]]]]] * 2}})[:-1],
+    ],
+)
+def test_bad_host_bodies_raise_protocol_error(raw: bytes) -> None:
+    """Malformed, ill-typed or unknown bodies all raise ProtocolError."""
+    with pytest.raises(ProtocolError):
+        parse_host_message(raw)
+
+
+def test_plain_data_depth_and_types() -> None:
+    """Plain data is bounded in depth and nodes, and refuses other types and keys."""
+    deep: list[object] = []
+    node = deep
+    for _ in range(200):
+        node.append([])
+        node = node[0]  # type: ignore[assignment]
+    with pytest.raises(ValueError, match="deeper"):
+        check_plain(deep)
+    with pytest.raises(ValueError, match="more than"):
+        check_plain([0] * 11, max_nodes=10)
+    for bad in ({1: 2}, (1, 2), {1}, object(), bytearray(b"x")):
+        with pytest.raises(ValueError):
+            check_plain(bad)
+    assert check_plain({"a": [None, True, 1, 1.5, "s", b"b"]})
+
+
+def test_deep_view_is_refused_by_the_host_parser() -> None:
+    """A view nested past the bound is a protocol error, not a crash."""
+    view: object = "leaf"
+    for _ in range(150):
+        view = [view]
+    with pytest.raises(ProtocolError):
+        parse_host_message(msgpack.packb({"op": "tool_result", "call_id": 1, "view": view}))
+
+
+@pytest.fixture
+def pipes() -> Iterator[tuple[int, int, int, int]]:
+    """Two pipes: (a_read, a_write, b_read, b_write); whatever is still open is closed."""
+    a_read, a_write = os.pipe()
+    b_read, b_write = os.pipe()
+    fds = [a_read, a_write, b_read, b_write]
+    yield a_read, a_write, b_read, b_write
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def test_blocking_channel_over_pipes(pipes: tuple[int, int, int, int]) -> None:
+    """Messages cross real pipes both ways, including frames larger than the pipe buffer."""
+    a_read, a_write, b_read, b_write = pipes
+    host = BlockingChannel(b_read, a_write)
+    child = BlockingChannel(a_read, b_write)
+    big = ToolResult(call_id=1, view={"blob": b"x" * (1 << 20)})
+    writer = threading.Thread(target=host.send, args=(big,))
+    writer.start()
+    assert child.receive_host() == big
+    writer.join()
+    child.send(Output(text="hi"))
+    assert host.receive_child() == Output(text="hi")
+
+
+def test_blocking_channel_eof(pipes: tuple[int, int, int, int]) -> None:
+    """EOF at a frame boundary reads as None; EOF inside a frame is a ProtocolError."""
+    a_read, a_write, b_read, b_write = pipes
+    os.close(a_write)
+    assert BlockingChannel(a_read, b_write).receive_host() is None
+    os.write(b_write, encode_frame(Output(text="hello"))[:6])
+    os.close(b_write)
+    with pytest.raises(ProtocolError):
+        BlockingChannel(b_read, a_read).receive_child()
+
+
+def test_blocking_channel_refuses_oversized_frame(pipes: tuple[int, int, int, int]) -> None:
+    """A prefix over the channel's limit is refused without reading the body."""
+    a_read, a_write, _, b_write = pipes
+    os.write(a_write, struct.pack(">I", 5000) + b"x" * 10)
+    with pytest.raises(ProtocolError):
+        BlockingChannel(a_read, b_write, limit=4096).read_body()

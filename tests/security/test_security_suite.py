@@ -1,0 +1,662 @@
+"""Escape and abuse attempts against the sandbox child, each of which must be blocked.
+
+Every attack is a script whose last expression is ``"ESCAPED"`` only if the attack worked (or
+that leaves a marker file behind, for attacks that replace the process). An attack is blocked
+when neither happened and the sandbox stopped it itself (the suite's own wall-clock deadline
+does not count as blocking).
+
+Modes (``disable`` of the spawn):
+
+``full``          every layer on: every attack is blocked.
+``language-off``  plain ``compile``/``exec`` with the same globals: every attack of an OS
+                  category (files, network, processes, environment, resources, persistence)
+                  is still blocked, by the OS layers alone.
+``os-off``        rlimits, netns, uid, landlock and seccomp off: every attack of a language
+                  category (introspection, imports, builtins, format strings, frames,
+                  generators) is still blocked, by the language layer alone.
+``control``       both off, for attacks marked ``control``: the attack must *succeed*, which
+                  shows that the case really attempts what it claims (a typo can't pass as a
+                  block).
+
+Persistence attacks run a ``setup`` script first, then the attack in a fresh child; both in the
+mode under test.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox._isolation import OS_LAYERS, ChildLimits
+from sandbox._zygote import ZygoteProcess
+from sandbox.protocol import RunLimits
+from sandbox.testing import RunRecord, run_script
+
+LANGUAGE = ("introspection", "imports", "builtins", "format-strings", "frames", "generators")
+OS = ("files", "network", "processes", "environment", "resources", "persistence")
+
+MODES: dict[str, frozenset[str]] = {
+    "full": frozenset(),
+    "language-off": frozenset({"restricted-python"}),
+    "os-off": frozenset(OS_LAYERS),
+    "control": frozenset({"restricted-python", *OS_LAYERS}),
+}
+
+# Reaches the real os, sys and builtins from plain Python (fails to compile when restricted).
+P = """
+for klass in ().__class__.__base__.__subclasses__():
+    if klass.__name__ == "_wrap_close":
+        sysmod = klass.__init__.__globals__["sys"]
+        break
+os = sysmod.modules["os"]
+realopen = sysmod.modules["builtins"].open
+socketmod = sysmod.modules["socket"]
+ctypes = sysmod.modules["ctypes"]
+libc = ctypes.CDLL(None, use_errno=True)
+def works(action):
+    try:
+        action()
+        return "ESCAPED"
+    except Exception as exc:
+        return "blocked: " + repr(exc)
+"""
+
+
+@dataclass(frozen=True)
+class Attack:
+    """One attempt: its category, its script, an optional setup run, and whether the attack
+    must succeed with every layer off (``control``)."""
+
+    name: str
+    category: str
+    source: str
+    control: bool = True
+    setup: str | None = None
+
+
+def attack(name: str, category: str, source: str, **kwargs: Any) -> Attack:
+    """Build an :class:`Attack`; ``category`` must be one of LANGUAGE or OS."""
+    assert category in LANGUAGE + OS, category
+    return Attack(name, category, source, **kwargs)
+
+
+ATTACKS = [
+    # ---------------------------------------------------------------- introspection
+    attack(
+        "subclasses-walk",
+        "introspection",
+        "found = [c for c in ().__class__.__base__.__subclasses__() if c.__name__ == 'Popen']\n"
+        "'ESCAPED' if found else 'no'",
+    ),
+    attack("mro-to-object", "introspection", "'ESCAPED' if len(str.mro()) == 2 else 'no'"),
+    attack(
+        "function-globals",
+        "introspection",
+        "'ESCAPED' if 'os' in call_tool.__globals__ else 'no'",
+    ),
+    attack(
+        "closure-cells",
+        "introspection",
+        "'ESCAPED' if tools.docs_search.__closure__[0].cell_contents else 'no'",
+    ),
+    attack(
+        "bound-method-self",
+        "introspection",
+        "'ESCAPED' if read_text.__self__._channel else 'no'",
+    ),
+    attack(
+        "print-self",
+        "introspection",
+        "'ESCAPED' if print.__self__ is not None else 'no'",
+    ),
+    attack(
+        "class-of-inputs",
+        "introspection",
+        "'ESCAPED' if inputs.__class__.__base__.__subclasses__() else 'no'",
+    ),
+    attack(
+        "exception-class-init",
+        "introspection",
+        "'ESCAPED' if ToolError.__init__.__objclass__ else 'no'",
+    ),
+    attack(
+        "tools-namespace-internals",
+        "introspection",
+        "'ESCAPED' if tools._callables else 'no'",
+    ),
+    attack(
+        "proxy-internals",
+        "introspection",
+        "import json\n'ESCAPED' if json._attributes else 'no'",
+    ),
+    attack(
+        "func-globals-py2-name",
+        "introspection",
+        "f = lambda: 1\n'ESCAPED' if f.func_globals is not None else 'no'",
+        control=False,  # a Python 2 spelling: no such attribute anywhere
+    ),
+    # ---------------------------------------------------------------- imports
+    attack("import-os", "imports", "import os\n'ESCAPED'", control=False),
+    attack("import-sys", "imports", "import sys\n'ESCAPED'", control=False),
+    attack("import-subprocess", "imports", "import subprocess\n'ESCAPED'", control=False),
+    attack("import-ctypes", "imports", "import ctypes\n'ESCAPED'", control=False),
+    attack("import-importlib", "imports", "import importlib\n'ESCAPED'", control=False),
+    attack("import-builtins", "imports", "import builtins\n'ESCAPED'", control=False),
+    attack("import-submodule", "imports", "import json.decoder\n'ESCAPED'", control=False),
+    attack(
+        "from-import-submodule",
+        "imports",
+        "from json import decoder\n'ESCAPED'",
+        control=False,
+    ),
+    attack(
+        "module-attribute-sys",
+        "imports",
+        "import statistics\n'ESCAPED' if statistics.sys else 'no'",
+        control=False,
+    ),
+    attack(
+        "module-attribute-binascii",
+        "imports",
+        "import base64\n'ESCAPED' if base64.binascii else 'no'",
+        control=False,
+    ),
+    attack(
+        "from-import-module-attribute",
+        "imports",
+        "from textwrap import re\n'ESCAPED'",
+        control=False,
+    ),
+    attack(
+        "dunder-import",
+        "imports",
+        "m = __import__('os')\n'ESCAPED'",
+        control=False,
+    ),
+    attack(
+        "real-module-through-proxy",
+        "imports",
+        "import random\n'ESCAPED' if random._os else 'no'",
+        control=False,
+    ),
+    # ---------------------------------------------------------------- builtins
+    attack("type", "builtins", "'ESCAPED' if type(1) else 'no'", control=False),
+    attack("getattr", "builtins", "'ESCAPED' if getattr(1, 'real') == 1 else 'no'", control=False),
+    attack("globals", "builtins", "'ESCAPED' if globals()['_getattr_'] else 'no'", control=False),
+    attack("vars-and-dir", "builtins", "'ESCAPED' if vars() or dir() else 'no'", control=False),
+    attack("eval", "builtins", "'ESCAPED' if eval('1') == 1 else 'no'", control=False),
+    attack("exec", "builtins", "exec('x = 1')\n'ESCAPED'", control=False),
+    attack("compile", "builtins", "compile('1', 'x', 'eval')\n'ESCAPED'", control=False),
+    attack("open", "builtins", "open('/etc/passwd')\n'ESCAPED'", control=False),
+    attack("builtins-dict", "builtins", "__builtins__['open']\n'ESCAPED'", control=False),
+    attack(
+        "object-and-super",
+        "builtins",
+        "'ESCAPED' if object.__subclasses__() else 'no'",
+        control=False,
+    ),
+    attack("breakpoint-help-input", "builtins", "breakpoint()\n'ESCAPED'", control=False),
+    attack("memoryview", "builtins", "memoryview(b'x')\n'ESCAPED'", control=False),
+    # ---------------------------------------------------------------- format strings
+    attack(
+        "format-attribute-walk",
+        "format-strings",
+        "s = '{0.__class__.__mro__}'.format(1)\n'ESCAPED' if 'object' in s else 'no'",
+    ),
+    attack(
+        "format-function-globals",
+        "format-strings",
+        "s = '{0.__globals__}'.format(call_tool)\n'ESCAPED' if 'module' in s else 'no'",
+    ),
+    attack(
+        "format-map",
+        "format-strings",
+        "s = '{a.__globals__}'.format_map({'a': tools.docs_search})\n"
+        "'ESCAPED' if 'module' in s else 'no'",
+    ),
+    attack(
+        "format-through-the-type",
+        "format-strings",
+        "s = str.format('{0.__class__}', 1)\n'ESCAPED' if 'int' in s else 'no'",
+    ),
+    attack(
+        "f-string-attribute",
+        "format-strings",
+        "s = f'{call_tool.__globals__}'\n'ESCAPED' if 'module' in s else 'no'",
+    ),
+    attack(
+        "string-formatter",
+        "format-strings",
+        "import string\ns = string.Formatter().format('{0.__class__}', 1)\n'ESCAPED'",
+        control=False,  # Formatter is not in the proxy, whichever compiler runs
+    ),
+    # ---------------------------------------------------------------- frames and tracebacks
+    attack(
+        "traceback-frame-globals",
+        "frames",
+        "try:\n    1 / 0\nexcept Exception as e:\n"
+        "    g = e.__traceback__.tb_frame.f_back.f_globals\n"
+        "'ESCAPED' if 'os' in g else 'no'",
+    ),
+    attack(
+        "tool-error-traceback",
+        "frames",
+        "try:\n    call_tool('nope', {})\nexcept ToolError as e:\n    tb = e.__traceback__\n"
+        "    while tb.tb_next:\n        tb = tb.tb_next\n"
+        "    found = tb.tb_frame.f_globals\n'ESCAPED' if 'os' in found else 'no'",
+    ),
+    attack(
+        "exception-context",
+        "frames",
+        "try:\n    try:\n        1 / 0\n    except Exception:\n        raise ValueError('x')\n"
+        "except ValueError as e:\n    c = e.__context__.__traceback__.tb_frame\n'ESCAPED'",
+    ),
+    attack(
+        "traceback-without-dunder",
+        "frames",
+        "def f():\n    yield 1\ng = f()\nnext(g)\n"
+        "'ESCAPED' if g.gi_frame.f_globals['call_tool'] else 'no'",
+    ),
+    # ---------------------------------------------------------------- generators, coroutines
+    attack(
+        "generator-frame",
+        "generators",
+        "g = (x for x in [1])\n'ESCAPED' if g.gi_frame is not None else 'no'",
+    ),
+    attack(
+        "generator-code",
+        "generators",
+        "def f():\n    yield 1\n'ESCAPED' if f().gi_code.co_consts is not None else 'no'",
+    ),
+    attack(
+        "generator-frame-locals",
+        "generators",
+        "g = (x for x in [1])\n'ESCAPED' if g.gi_frame.f_locals is not None else 'no'",
+    ),
+    attack(
+        "yield-from-target",
+        "generators",
+        "def inner():\n    yield 1\ndef outer():\n    yield from inner()\n"
+        "g = outer()\nnext(g)\n'ESCAPED' if g.gi_yieldfrom is not None else 'no'",
+    ),
+    attack(
+        "coroutine-frame",
+        "generators",
+        "async def f():\n    pass\nc = f()\nok = c.cr_frame is not None\nc.close()\n"
+        "'ESCAPED' if ok else 'no'",
+    ),
+    attack(
+        "async-generator-frame",
+        "generators",
+        "async def f():\n    yield 1\n'ESCAPED' if f().ag_frame is not None else 'no'",
+    ),
+    # ---------------------------------------------------------------- files
+    attack(
+        "read-etc-passwd",
+        "files",
+        P + "'ESCAPED' if 'root:' in realopen('/etc/passwd').read() else 'no'",
+    ),
+    attack(
+        "read-host-secret",
+        "files",
+        P + "'ESCAPED' if realopen(inputs['secret']).read() == 'top secret' else 'no'",
+    ),
+    attack(
+        "write-outside-workspace",
+        "files",
+        P + "works(lambda: realopen(inputs['outside'], 'w').write('x'))",
+    ),
+    attack("write-into-refs", "files", P + "works(lambda: realopen('refs/new', 'w').write('x'))"),
+    attack("list-root", "files", P + "'ESCAPED' if 'etc' in os.listdir('/') else 'no'"),
+    attack("list-workspace-parent", "files", P + "works(lambda: os.listdir('..'))"),
+    attack(
+        "symlink-then-read-text",
+        "files",
+        P + "os.symlink('/etc/passwd', 'out/link')\n"
+        "'ESCAPED' if 'root:' in read_text('out/link') else 'no'",
+        control=False,  # read_text refuses the link even unprotected
+    ),
+    attack(
+        "hardlink-into-out",
+        "files",
+        P + "works(lambda: os.link(inputs['secret'], 'out/stolen'))",
+    ),
+    attack(
+        "zygote-memory",
+        "files",
+        P + "works(lambda: realopen(f'/proc/{os.getppid()}/mem', 'rb').read(0))",
+    ),
+    attack(
+        "api-path-traversal",
+        "files",
+        "'ESCAPED' if read_text('refs/../../secret.txt') else 'no'",
+        control=False,  # the runtime's own check, on in every mode
+    ),
+    attack(
+        "api-write-outside-out",
+        "files",
+        "write_text('out/../escape.txt', 'x')\n'ESCAPED'",
+        control=False,
+    ),
+    # ---------------------------------------------------------------- network
+    attack(
+        "tcp-connect-host-loopback",
+        "network",
+        P + "s = socketmod.socket(socketmod.AF_INET, socketmod.SOCK_STREAM)\n"
+        "works(lambda: s.connect(('127.0.0.1', inputs['port'])))",
+    ),
+    attack(
+        "udp-send",
+        "network",
+        P + "s = socketmod.socket(socketmod.AF_INET, socketmod.SOCK_DGRAM)\n"
+        "works(lambda: s.sendto(b'x', ('127.0.0.1', inputs['port'])))",
+    ),
+    attack("unix-socketpair", "network", P + "works(lambda: socketmod.socketpair())"),
+    attack(
+        "listen-backdoor",
+        "network",
+        P + "works(lambda: socketmod.create_server(('0.0.0.0', 0)))",
+    ),
+    attack(
+        "raw-packet-socket",
+        "network",
+        P + "works(lambda: socketmod.socket(socketmod.AF_PACKET, socketmod.SOCK_RAW))",
+    ),
+    # ---------------------------------------------------------------- processes
+    attack(
+        "fork",
+        "processes",
+        P + "def fork():\n    if os.fork() == 0:\n        os._exit(0)\nworks(fork)",
+    ),
+    attack(
+        "subprocess",
+        "processes",
+        P + "subprocess = sysmod.modules['subprocess']\n"
+        "works(lambda: subprocess.run(['/bin/true'], check=True))",
+    ),
+    attack(
+        "exec-shell",
+        "processes",
+        P + "os.execv('/bin/sh', ['sh', '-c', 'echo pwned > ' + inputs['marker']])",
+    ),
+    attack(
+        "posix-spawn",
+        "processes",
+        P + "works(lambda: os.posix_spawn('/bin/true', ['true'], {}))",
+    ),
+    attack(
+        "signal-the-zygote",
+        "processes",
+        P + "works(lambda: os.kill(os.getppid(), 0))",
+    ),
+    attack(
+        "read-zygote-memory-vm",
+        "processes",
+        P + "class Iovec(ctypes.Structure):\n"
+        "    _fields_ = [('base', ctypes.c_void_p), ('len', ctypes.c_size_t)]\n"
+        "buf = ctypes.create_string_buffer(8)\n"
+        "local = Iovec(ctypes.addressof(buf), 8)\nremote = Iovec(id(None), 8)\n"
+        "n = libc.process_vm_readv(os.getppid(), ctypes.byref(local), 1, "
+        "ctypes.byref(remote), 1, 0)\n'ESCAPED' if n == 8 else 'no'",
+    ),
+    attack(
+        "ptrace-seize-zygote",
+        "processes",
+        P + "'ESCAPED' if libc.ptrace(0x4206, os.getppid(), 0, 0) == 0 else 'no'",
+        control=False,  # would really attach to the shared zygote
+    ),
+    attack(
+        "new-user-namespace",
+        "processes",
+        P + "'ESCAPED' if libc.unshare(0x10000000) == 0 else 'no'",
+    ),
+    # ---------------------------------------------------------------- environment
+    attack(
+        "environ-of-the-host-test",
+        "environment",
+        P + "'ESCAPED' if os.environ.get('SCRIPTBRIDGE_SUITE_SECRET') else 'no'",
+        control=False,  # the zygote starts with an empty environment, whatever the layers
+    ),
+    attack(
+        "proc-environ-of-the-host",
+        "environment",
+        P + "data = realopen(f\"/proc/{inputs['host']}/environ\", 'rb').read()\n"
+        "'ESCAPED' if b'PATH=' in data else 'no'",
+    ),
+    attack(
+        "proc-maps-of-the-host",
+        "environment",
+        P + "data = realopen(f\"/proc/{inputs['host']}/maps\").read()\n"
+        "'ESCAPED' if 'python' in data else 'no'",
+    ),
+    attack(
+        "proc-cmdline-of-the-host",
+        "environment",
+        P + "data = realopen(f\"/proc/{inputs['host']}/cmdline\", 'rb').read()\n"
+        "'ESCAPED' if data else 'no'",
+    ),
+    # ---------------------------------------------------------------- resources
+    attack("cpu-loop", "resources", "while True:\n    pass\n'ESCAPED'", control=False),
+    attack(
+        "memory-bomb",
+        "resources",
+        "x = bytearray(2 ** 34)\n'ESCAPED'",
+        control=False,
+    ),
+    attack(
+        "string-memory-bomb",
+        "resources",
+        "x = 'a' * 2 ** 31\n'ESCAPED'",
+        control=False,
+    ),
+    attack(
+        "deep-recursion",
+        "resources",
+        "def f(n):\n    return f(n + 1)\nf(0)\n'ESCAPED'",
+        control=False,
+    ),
+    attack(
+        "c-stack-recursion",
+        "resources",
+        P + "sysmod.setrecursionlimit(10 ** 7)\ndef f(n):\n    return f(n + 1)\nf(0)\n'ESCAPED'",
+        control=False,
+    ),
+    attack(
+        "output-flood",
+        "resources",
+        "while True:\n    print('x' * 65536)\n'ESCAPED'",
+        control=False,
+    ),
+    attack(
+        "output-flood-on-the-raw-channel",
+        "resources",
+        P + "msgpack = sysmod.modules['msgpack']\n"
+        "body = msgpack.packb({'op': 'output', 'text': 'x' * 60000})\n"
+        "frame = len(body).to_bytes(4, 'big') + body\n"
+        "fds = [fd for fd in range(3, 16) if works(lambda: os.fstat(fd)) == 'ESCAPED']\n"
+        "for i in range(1000):\n    os.write(fds[-1], frame)\n'ESCAPED'",
+        control=False,
+    ),
+    attack(
+        "fd-exhaustion",
+        "resources",
+        P + "fds = []\ndef grab():\n    while len(fds) < 100000:\n        fds.append(os.dup(0))\n"
+        "works(grab)",
+        control=False,
+    ),
+    attack(
+        "disk-fill",
+        "resources",
+        "write_text('out/big.txt', 'x' * (40 * 2 ** 20))\n'ESCAPED'",
+        control=False,
+    ),
+    attack(
+        "tool-call-flood",
+        "resources",
+        "for i in range(100000):\n    call_tool('docs.search', {})\n'ESCAPED'",
+        control=False,
+    ),
+    # ---------------------------------------------------------------- persistence
+    attack(
+        "file-in-tmp",
+        "persistence",
+        P + "'ESCAPED' if realopen(inputs['scratch'] + '/planted').read() == 'x' else 'no'",
+        setup=P + "realopen(inputs['scratch'] + '/planted', 'w').write('x')",
+    ),
+    attack(
+        "tamper-refs",
+        "persistence",
+        "'ESCAPED' if read_text('refs/note.txt') == 'tampered' else 'no'",
+        setup=P + "realopen('refs/note.txt', 'w').write('tampered')",
+    ),
+    attack(
+        "plant-code-in-the-sandbox-package",
+        "persistence",
+        P + "'ESCAPED' if os.path.exists(inputs['package'] + '/_planted.py') else 'no'",
+        setup=P + "realopen(inputs['package'] + '/_planted.py', 'w').write('x = 1')",
+        control=False,  # would write into the source tree
+    ),
+    attack(
+        "patch-a-module",
+        "persistence",
+        "import json\n'ESCAPED' if json.dumps(1) != '1' else 'no'",
+        setup=P + "sysmod.modules['json'].dumps = lambda *a, **k: 'patched'",
+        control=False,  # each run is a fresh fork: nothing flows back to the zygote
+    ),
+    attack(
+        "patch-builtins",
+        "persistence",
+        "'ESCAPED' if len([]) == 42 else 'no'",
+        setup=P + "sysmod.modules['builtins'].len = lambda x: 42",
+        control=False,
+    ),
+    attack(
+        "environment-variable",
+        "persistence",
+        P + "'ESCAPED' if os.environ.get('PLANTED') else 'no'",
+        setup=P + "os.environ['PLANTED'] = '1'",
+        control=False,
+    ),
+    attack(
+        "proxy-mutation",
+        "persistence",
+        "import math\n'ESCAPED' if math.pi != 3.141592653589793 else 'no'",
+        setup="import math\nmath.pi = 3",
+        control=False,
+    ),
+]
+
+
+def cases() -> list[Any]:
+    """(attack, mode) pairs: every attack in full mode, OS categories with the language layer
+    off, language categories with the OS layers off, and controls with both off."""
+    params = []
+    for case in ATTACKS:
+        modes = ["full"]
+        modes.append("language-off" if case.category in OS else "os-off")
+        if case.control:
+            modes.append("control")
+        for mode in modes:
+            params.append(pytest.param(case, mode, id=f"{mode}-{case.category}-{case.name}"))
+    return params
+
+
+def test_suite_size() -> None:
+    """The suite holds at least 50 distinct attacks across every category."""
+    assert len({case.name for case in ATTACKS}) == len(ATTACKS) >= 50
+    assert {case.category for case in ATTACKS} == set(LANGUAGE + OS)
+
+
+@pytest.fixture
+def environment(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """A workspace, paths outside it, a listening loopback port and a test-set secret."""
+    workspace = tmp_path / "ws"
+    (workspace / "refs").mkdir(parents=True)
+    (workspace / "out").mkdir()
+    (workspace / "refs" / "note.txt").write_text("hello refs")
+    os.chmod(workspace, 0o755)
+    os.chmod(workspace / "refs", 0o755)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    (tmp_path / "secret.txt").write_text("top secret")
+    package = Path(__file__).resolve().parents[2] / "sandbox"
+    os.environ["SCRIPTBRIDGE_SUITE_SECRET"] = "s3cret"
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        try:
+            yield {
+                "workspace": workspace,
+                "marker": tmp_path / "marker",
+                "outside": tmp_path / "outside.txt",
+                "package": package,
+                "inputs": {
+                    "port": server.getsockname()[1],
+                    "secret": str(tmp_path / "secret.txt"),
+                    "outside": str(tmp_path / "outside.txt"),
+                    "marker": str(tmp_path / "marker"),
+                    "scratch": str(scratch),
+                    "host": os.getpid(),
+                    "package": str(package),
+                },
+            }
+        finally:
+            del os.environ["SCRIPTBRIDGE_SUITE_SECRET"]
+            (package / "_planted.py").unlink(missing_ok=True)
+
+
+def echo(args: dict[str, Any]) -> dict[str, Any]:
+    """A harmless tool."""
+    return {"content": [], "data": args, "isError": False}
+
+
+def run_attack(
+    zygote: ZygoteProcess, case: Attack, mode: str, environment: dict[str, Any]
+) -> RunRecord:
+    """Run the attack (after its setup, if any) in ``mode``; return the attack's record."""
+
+    def one(source: str) -> RunRecord:
+        return run_script(
+            zygote.client,
+            source,
+            workspace=environment["workspace"],
+            tools={"docs.search": echo},
+            inputs=environment["inputs"],
+            limits=ChildLimits(cpu_s=1, memory_mb=256, max_file_bytes=16 * 2**20),
+            run_limits=RunLimits(max_output_bytes=1_000_000, max_tool_calls=100),
+            disable=MODES[mode],
+            timeout=20,
+        )
+
+    if case.setup is not None:
+        one(case.setup)
+    return one(case.source)
+
+
+@pytest.mark.parametrize(("case", "mode"), cases())
+def test_attack(
+    case: Attack,
+    mode: str,
+    security_zygote: ZygoteProcess,
+    environment: dict[str, Any],
+    record_property: Any,
+) -> None:
+    """The attack is blocked (or, in control mode, really succeeds unprotected)."""
+    record = run_attack(security_zygote, case, mode, environment)
+    escaped = record.value == "ESCAPED" or environment["marker"].exists()
+    verdict = "escaped" if escaped else "blocked"
+    if record.host_error == "WallTimeExceeded":
+        verdict = "not stopped by the sandbox"
+    record_property("security_mode", mode)
+    record_property("security_verdict", verdict)
+    detail = f"{record.final!r} {record.host_error} {record.exit}"
+    if mode == "control":
+        assert verdict == "escaped", f"the attack did not work even unprotected: {detail}"
+    else:
+        assert verdict == "blocked", detail
+        assert not environment["outside"].exists()
+        assert record.exit is not None
