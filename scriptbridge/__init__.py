@@ -23,22 +23,34 @@ from ._fetcher import ReferenceFetcher as ReferenceFetcher
 from ._fetcher import ResourceReader as ResourceReader
 from ._fetcher import Saved as Saved
 from ._fetcher import Unfetchable as Unfetchable
+from ._limits import Limits as Limits
+from ._limits import ScriptError as ScriptError
+from ._limits import ScriptResult as ScriptResult
+from ._mcp import McpServer as McpServer
+from ._mcp import ToolServerError as ToolServerError
 from ._registry import Journal as Journal
 from ._registry import ReferenceRecord as ReferenceRecord
 from ._registry import ReferenceRegistry as ReferenceRegistry
 from ._render import render_script_view as render_script_view
 from ._render import render_withheld_view as render_withheld_view
+from ._supervisor import Bridge as Bridge
+from ._tools import PythonTool as PythonTool
+from ._tools import python_tool as python_tool
 from ._workspace import Workspace as Workspace
 
 __all__ = [
     "SCRIPT_VIEW",
     "AddressRefused",
+    "Bridge",
     "Claims",
     "Classification",
     "FetchError",
     "Journal",
     "LimitExceeded",
+    "Limits",
+    "McpServer",
     "ProtocolViolation",
+    "PythonTool",
     "ReferenceFetcher",
     "ReferenceRecord",
     "ReferenceRegistry",
@@ -46,12 +58,16 @@ __all__ = [
     "SandboxCrashed",
     "Saved",
     "ScriptBridgeError",
+    "ScriptError",
     "ScriptFailed",
     "ScriptRejected",
+    "ScriptResult",
+    "ToolServerError",
     "Unfetchable",
     "Workspace",
     "WorkspacePathError",
     "classify_block",
+    "python_tool",
     "read_claims",
     "render_script_view",
     "render_withheld_view",

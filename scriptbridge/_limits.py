@@ -74,6 +74,8 @@ class ScriptResult(BaseModel):
         fetches: reference payloads it fetched.
         duration_s: seconds from request to result.
         isolation: the isolation layers that were in force, in the order applied.
+        outputs: the files the script left in its ``out/``, relative to the workspace
+            (``runs/<run-id>/out/report.md``); each run has an ``out/`` of its own.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -86,3 +88,4 @@ class ScriptResult(BaseModel):
     fetches: int = 0
     duration_s: float = 0.0
     isolation: list[str] = Field(default_factory=list)
+    outputs: list[str] = Field(default_factory=list)

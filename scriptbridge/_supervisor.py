@@ -1,0 +1,636 @@
+"""The trio supervisor: ``Bridge`` runs each script in a fresh sandbox child and serves it.
+
+A ``Bridge`` owns a zygote (the warm fork server of :mod:`sandbox._zygote`), the reference
+registry, the workspace and fetcher, the host's tools and the connected tool servers. Each
+:meth:`Bridge.run` forks one fresh child, speaks the channel of :mod:`sandbox.protocol` with it,
+and serves its requests until the script ends (the demand-fetch loop):
+
+- a tool call is dispatched to a ``python_tool`` or an MCP server; its result is ingested first
+  (never marks land before anything is awaited) and only its script view is sent to the child;
+  an error result or a tool that raises gives the script a ``ToolError`` with a one-line reason;
+- a fetch names a reference id this run was given (any other id ends the run with
+  ``ProtocolViolation``); a saved payload is hard-linked into the run's own ``refs/``;
+- printed output is streamed, capped at ``Limits.max_output_bytes``.
+
+Every message from the child is validated before it is acted on (:mod:`scriptbridge._channel`);
+a malformed, oversized, out-of-order or unknown one ends that run with ``ProtocolViolation`` and
+kills the child. ``run`` never raises for anything the child does: every ending is a
+``ScriptResult``. It raises only ``trio.Cancelled`` (when the caller is cancelled, after the
+child has been killed and reaped) and :class:`~scriptbridge.ScriptBridgeError` when the bridge
+isn't open.
+
+Each run gets a directory of its own, ``<workspace>/runs/<run-id>/``, holding ``refs/`` (hard
+links to the payloads this run fetched, read-only to the child) and ``out/`` (its scratch space,
+writable). A run can't see another run's files. A payload whose record is marked never is
+unlinked from every run at once. When a run ends its ``refs/`` is removed; its ``out/`` is kept
+when the script wrote something (``ScriptResult.outputs`` lists those files) and removed
+otherwise. Closing the bridge stops every server, cancels running scripts (their results say
+``Cancelled``) and stops the zygote, which kills and reaps any child left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import secrets
+import shutil
+import signal
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import trio
+
+from sandbox._isolation import ChildLimits
+from sandbox._zygote import ChildExit, SpawnedChild, ZygoteError, ZygoteProcess
+from sandbox.protocol import (
+    PROTOCOL_VERSION,
+    CallFailed,
+    CallOk,
+    CallTool,
+    CallTools,
+    Done,
+    Fetch,
+    FetchResult,
+    Output,
+    ProtocolError,
+    Ready,
+    RunError,
+    RunLimits,
+    Start,
+    ToolFailed,
+    ToolResult,
+    ToolResults,
+)
+
+from . import lanes, markers
+from ._channel import ChildChannel
+from ._exceptions import ProtocolViolation, ScriptBridgeError
+from ._fetcher import ReferenceFetcher, Saved
+from ._limits import Limits, ScriptError, ScriptResult
+from ._mcp import McpServer, ToolServerError
+from ._registry import ReferenceRecord, ReferenceRegistry
+from ._render import render_script_view
+from ._tools import PythonTool, python_tool
+from ._workspace import Workspace
+
+__all__ = ["Bridge"]
+
+log = logging.getLogger("scriptbridge.supervisor")
+
+READY_TIMEOUT_S: Final = 30.0
+EXIT_GRACE_S: Final = 5.0
+REAP_TIMEOUT_S: Final = 10.0
+REASON_MAX_CHARS: Final = 500
+TOOL_ERROR_MAX_CHARS: Final = 100_000
+SERVER_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]{0,63}")
+
+
+class _Child:
+    """One sandbox child of a run: its pid, the host's ends of its pipes, and how to reap it.
+
+    This is the zygote's child; tests of hostile children put a real process of their own
+    behind the same three methods (see ``tests/test_supervisor.py``).
+    """
+
+    def __init__(self, bridge: Bridge, spawned: SpawnedChild) -> None:
+        self._bridge = bridge
+        self.pid = spawned.pid
+        self.to_child = spawned.to_child
+        self.from_child = spawned.from_child
+
+    async def wait(self, timeout: float) -> ChildExit:
+        """Wait until it exited and was reaped. Raises TimeoutError or ZygoteError."""
+        zygote = self._bridge._live_zygote()
+        exit_status: ChildExit = await self._bridge._in_thread(
+            zygote.client.wait, self.pid, timeout
+        )
+        return exit_status
+
+    async def kill(self) -> None:
+        """Kill it (race-free: through the zygote's pidfd). Raises ZygoteError."""
+        zygote = self._bridge._live_zygote()
+        await self._bridge._in_thread(zygote.client.kill, self.pid)
+
+
+class _RunEnded(Exception):
+    """Ends a run early with an error of a limit's type (raised inside the conversation)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+@dataclass
+class _Run:
+    """The state of one run while it is served."""
+
+    id: str
+    dir: Path
+    limits: Limits
+    stdout: list[str] = field(default_factory=list)
+    stdout_bytes: int = 0
+    tool_calls: int = 0
+    fetches: int = 0
+    given_ids: set[str] = field(default_factory=set)
+    linked: dict[str, Path] = field(default_factory=dict)
+    isolation: list[str] = field(default_factory=list)
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    closing: bool = False
+    ended_cleanly: bool = False
+    """The child said done or error: it exits on its own, so it isn't killed at once."""
+
+
+class Bridge:
+    """Runs agent-written scripts in fresh sandbox children and serves their tool calls.
+
+    Args:
+        workspace: the directory for saved payloads (``refs/``) and runs (``runs/``); created
+            if missing.
+        limits: the default limits of each run.
+        fetch_allow: hosts or networks the fetcher may reach beyond public addresses
+            (``["127.0.0.1"]`` for a loopback payload server).
+        eager_max_bytes: fetch references at most this large in the background as results
+            arrive; ``None`` (the default) fetches only on demand.
+
+    Use it as an async context manager under trio; everything it started (zygote, children,
+    servers, fetches) is stopped and reaped when the ``async with`` block exits.
+    """
+
+    def __init__(
+        self,
+        workspace: str | os.PathLike[str],
+        limits: Limits | None = None,
+        fetch_allow: Iterable[str] = (),
+        *,
+        eager_max_bytes: int | None = None,
+    ) -> None:
+        self.limits = limits or Limits()
+        self.workspace = Workspace(workspace)
+        self.registry = ReferenceRegistry()
+        self._servers: dict[str, McpServer] = {}
+        self.fetcher = ReferenceFetcher(
+            self.registry,
+            self.workspace,
+            allow=fetch_allow,
+            eager_max_bytes=eager_max_bytes,
+            servers=self._servers,
+        )
+        self._tools: dict[str, PythonTool | tuple[McpServer, str]] = {}
+        self._runs_by_id: dict[str, _Run] = {}
+        self._zygote: ZygoteProcess | None = None
+        self._nursery: trio.Nursery | None = None
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._threads = trio.CapacityLimiter(256)
+        self.registry.add_mark_listener(self._unlink_marked)
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Bridge:
+        stack = contextlib.AsyncExitStack()
+        self._nursery = await stack.enter_async_context(trio.open_nursery())
+        try:
+            self._zygote = await trio.to_thread.run_sync(ZygoteProcess.start)
+        except BaseException:
+            self._nursery.cancel_scope.cancel()
+            await stack.aclose()
+            self._nursery = None
+            raise
+        (self.workspace.root / "runs").mkdir(exist_ok=True)
+        self._stack = stack
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        """Cancel running scripts, stop servers and fetches, then the zygote and its children."""
+        with trio.CancelScope(shield=True):
+            for run in list(self._runs_by_id.values()):
+                run.closing = True
+                run.scope.cancel()
+            for server in list(self._servers.values()):
+                await server.aclose()
+            self.fetcher.close()
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
+        try:
+            if self._stack is not None:
+                await self._stack.aclose()
+        finally:
+            self._nursery = None
+            self._stack = None
+            zygote, self._zygote = self._zygote, None
+            if zygote is not None:
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(zygote.close)
+
+    # --- tools ------------------------------------------------------------------------------
+
+    def add_tool(self, tool: PythonTool | Any, name: str | None = None) -> None:
+        """Offer a host tool to scripts (a ``python_tool``, or a callable, wrapped here).
+
+        Raises ``ValueError`` for a name already taken or one scripts couldn't call.
+        """
+        wrapped = tool if isinstance(tool, PythonTool) else python_tool(tool, name=name)
+        self._claim_name(wrapped.name)
+        self._tools[wrapped.name] = wrapped
+
+    async def add_server(self, server: McpServer) -> None:
+        """Start a tool server and offer its tools to scripts as ``<name>.<tool>``.
+
+        Raises :class:`~scriptbridge._mcp.ToolServerError` when it can't be started, and
+        ``ValueError`` for a name already taken.
+        """
+        if self._nursery is None:
+            raise ScriptBridgeError("open the Bridge (async with) before adding servers")
+        if not SERVER_NAME.fullmatch(server.name) or server.name in self._servers:
+            raise ValueError(f"not a usable server name: {server.name!r}")
+        await server.open(self._nursery)
+        names = [f"{server.name}.{tool}" for tool in server.tools]
+        for full in names:
+            if full in self._tools:
+                await server.aclose()
+                raise ValueError(f"tool name {full!r} is already taken")
+        self._servers[server.name] = server
+        for tool, full in zip(server.tools, names, strict=True):
+            self._tools[full] = (server, tool)
+
+    @property
+    def tool_names(self) -> list[str]:
+        """The names scripts can call, sorted."""
+        return sorted(self._tools)
+
+    def _claim_name(self, name: str) -> None:
+        if name in self._tools:
+            raise ValueError(f"tool name {name!r} is already taken")
+
+    # --- the host's own view of results -----------------------------------------------------
+
+    def ingest(self, result: object, *, server: str | None) -> list[ReferenceRecord]:
+        """Register a result's references and apply its never marks (synchronously), and start
+        the eager pass on them when it is on. Returns the records it registered."""
+        records = self.registry.ingest(result, server=server)
+        if self._nursery is not None and self.fetcher.eager_max_bytes is not None:
+            self.fetcher.start_eager(self._nursery, records)
+        return records
+
+    # --- runs -------------------------------------------------------------------------------
+
+    async def run(
+        self,
+        source: str,
+        *,
+        inputs: Mapping[str, Any] | None = None,
+        limits: Limits | None = None,
+    ) -> ScriptResult:
+        """Run one script in a fresh sandbox child and return how it ended.
+
+        When this returns or raises, the child has exited and been reaped, and the run's
+        ``refs/`` is gone. Never raises for anything the script or the child does.
+
+        Raises:
+            ScriptBridgeError: the bridge isn't open.
+            trio.Cancelled: the caller was cancelled (the child is killed first).
+        """
+        self._live_zygote()
+        limits = limits or self.limits
+        started = time.perf_counter()
+        run = _Run(id=secrets.token_hex(8), dir=self.workspace.root / "runs", limits=limits)
+        run.dir = run.dir / run.id
+        (run.dir / "refs").mkdir(parents=True)
+        (run.dir / "out").mkdir()
+        self._runs_by_id[run.id] = run
+        child: _Child | None = None
+        channel: ChildChannel | None = None
+        value: Any = None
+        error: ScriptError | None = None
+        wall_hit = False
+        try:
+            with self.registry.journal():
+                try:
+                    with trio.CancelScope(shield=True):  # a fork we don't hear of would leak
+                        child = await self._spawn(run)
+                except (ZygoteError, TimeoutError, OSError) as exc:
+                    error = ScriptError(type="SandboxCrashed", message=f"couldn't start: {exc}")
+                if child is not None:
+                    channel = ChildChannel(
+                        child.from_child, child.to_child, limit=limits.max_message_bytes
+                    )
+                    with run.scope:
+                        with trio.move_on_after(limits.wall_s) as wall:
+                            try:
+                                value, error = await self._converse(
+                                    run, channel, source, dict(inputs or {})
+                                )
+                            except ProtocolViolation as exc:
+                                error = ScriptError(type="ProtocolViolation", message=str(exc))
+                            except _RunEnded as exc:
+                                error = ScriptError(type=exc.kind, message=exc.message)
+                        wall_hit = wall.cancelled_caught
+                    if run.scope.cancelled_caught and run.closing:
+                        error = ScriptError(type="Cancelled", message="the bridge was closed")
+                    elif wall_hit:
+                        error = ScriptError(
+                            type="WallTimeExceeded",
+                            message=f"the script ran past its {limits.wall_s:g} s wall time",
+                        )
+        finally:
+            with trio.CancelScope(shield=True):
+                exit_status = await self._finish(run, child, channel)
+            self._runs_by_id.pop(run.id, None)
+        if error is None and value is _NO_ENDING:
+            error = (
+                _crash_error(exit_status, limits)
+                if exit_status is not None
+                else ScriptError(type="SandboxCrashed", message="the sandbox process vanished")
+            )
+        if error is not None:
+            value = None
+        return ScriptResult(
+            ok=error is None,
+            value=value,
+            stdout="".join(run.stdout),
+            error=error,
+            tool_calls=run.tool_calls,
+            fetches=run.fetches,
+            duration_s=time.perf_counter() - started,
+            isolation=run.isolation,
+            outputs=_outputs(run.dir),
+        )
+
+    async def _in_thread(self, fn: Any, *args: Any) -> Any:
+        return await trio.to_thread.run_sync(fn, *args, limiter=self._threads)
+
+    def _live_zygote(self) -> ZygoteProcess:
+        if self._zygote is None:
+            raise ScriptBridgeError("open the Bridge (async with) before running scripts")
+        return self._zygote
+
+    async def _spawn(self, run: _Run) -> _Child:
+        """Fork a fresh child for ``run`` from the zygote."""
+        zygote = self._live_zygote()
+        limits = ChildLimits(cpu_s=run.limits.cpu_s, memory_mb=run.limits.memory_mb)
+        spawned = await self._in_thread(lambda: zygote.client.spawn(run.dir, limits))
+        return _Child(self, spawned)
+
+    async def _finish(
+        self, run: _Run, child: _Child | None, channel: ChildChannel | None
+    ) -> ChildExit | None:
+        """Kill (if needed) and reap the child, close the channel, drop the run's links."""
+        status: ChildExit | None = None
+        if channel is not None:
+            await channel.aclose()
+        if child is not None:
+            try:
+                if run.ended_cleanly:  # it exits on its own; killed only if it lingers
+                    with contextlib.suppress(TimeoutError):
+                        status = await child.wait(EXIT_GRACE_S)
+                if status is None:
+                    await child.kill()
+                    status = await child.wait(REAP_TIMEOUT_S)
+            except (ZygoteError, TimeoutError, ScriptBridgeError) as exc:
+                log.error("couldn't reap child %d of run %s: %s", child.pid, run.id, exc)
+        shutil.rmtree(run.dir / "refs", ignore_errors=True)
+        run.linked.clear()
+        out = run.dir / "out"
+        if out.is_dir() and not any(out.iterdir()):
+            shutil.rmtree(run.dir, ignore_errors=True)
+        return status
+
+    # --- the conversation -------------------------------------------------------------------
+
+    async def _converse(
+        self, run: _Run, channel: ChildChannel, source: str, inputs: dict[str, Any]
+    ) -> tuple[Any, ScriptError | None]:
+        """Serve the child until it says it is done; returns (value, error)."""
+        with trio.move_on_after(READY_TIMEOUT_S) as ready_wait:
+            first = await channel.receive()
+        if ready_wait.cancelled_caught:
+            raise _RunEnded("SandboxCrashed", "the sandbox didn't report ready in time")
+        if not isinstance(first, Ready):
+            raise ProtocolViolation(f"expected ready first, got {_op(first)}")
+        if first.protocol != PROTOCOL_VERSION:
+            raise ProtocolViolation(f"the child speaks protocol {first.protocol}")
+        run.isolation = list(first.isolation)
+        for skipped in first.skipped:
+            log.info("run %s: layer %s skipped: %s", run.id, skipped.layer, skipped.reason)
+        limits = run.limits
+        start = Start(
+            source=source,
+            inputs=inputs,
+            tools=self.tool_names,
+            limits=RunLimits(
+                max_output_bytes=limits.max_output_bytes,
+                max_tool_calls=limits.max_tool_calls,
+                max_message_bytes=limits.max_message_bytes,
+            ),
+        )
+        try:
+            await channel.send(start)
+        except ProtocolError as exc:
+            raise _RunEnded("ProtocolViolation", f"the run's start message: {exc}") from exc
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise _RunEnded("SandboxCrashed", "the sandbox closed its channel") from exc
+        while True:
+            message = await channel.receive()
+            match message:
+                case None:
+                    return _NO_ENDING, None
+                case Output(text=text):
+                    self._output(run, text)
+                case CallTool(call_id=call_id, name=name, args=args):
+                    self._count_calls(run, 1)
+                    ok, answer = await self._call(run, name, args)
+                    reply: Any = (
+                        ToolResult(call_id=call_id, view=answer)
+                        if ok
+                        else ToolFailed(call_id=call_id, message=answer)
+                    )
+                    await self._send(channel, reply, call_id)
+                case CallTools(call_id=call_id, calls=calls):
+                    self._count_calls(run, len(calls))
+                    outcomes = await self._call_batch(run, [(c.name, c.args) for c in calls])
+                    await self._send(
+                        channel, ToolResults(call_id=call_id, results=outcomes), call_id
+                    )
+                case Fetch(call_id=call_id, ref_id=ref_id):
+                    await self._send(channel, await self._fetch(run, call_id, ref_id), call_id)
+                case Done(value=value):
+                    run.ended_cleanly = True
+                    return value, None
+                case RunError(type=kind, message=text, line=line):
+                    run.ended_cleanly = True
+                    return None, ScriptError(type=kind, message=text, line=line)
+                case Ready():
+                    raise ProtocolViolation("the child sent ready twice")
+                case _:
+                    raise ProtocolViolation(f"unexpected message {_op(message)}")
+
+    async def _send(self, channel: ChildChannel, reply: Any, call_id: int) -> None:
+        """Answer the child; an answer too large for a frame is answered as a failure."""
+        try:
+            try:
+                await channel.send(reply)
+            except ProtocolError:
+                reason = f"its answer is larger than this run's {channel.limit}-byte message limit"
+                if isinstance(reply, FetchResult):
+                    await channel.send(FetchResult(call_id=call_id, unfetchable=reason))
+                elif isinstance(reply, ToolResults):
+                    failed: list[CallOk | CallFailed] = [
+                        CallFailed(message=reason) for _ in reply.results
+                    ]
+                    await channel.send(ToolResults(call_id=call_id, results=failed))
+                else:
+                    await channel.send(ToolFailed(call_id=call_id, message=reason))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # the child is gone; its exit status tells why
+
+    def _output(self, run: _Run, text: str) -> None:
+        room = run.limits.max_output_bytes - run.stdout_bytes
+        data = text.encode("utf-8", "replace")
+        if len(data) > room:
+            run.stdout.append(data[: max(room, 0)].decode("utf-8", "ignore"))
+            run.stdout_bytes = run.limits.max_output_bytes
+            raise _RunEnded(
+                "OutputExceeded",
+                f"the script printed more than {run.limits.max_output_bytes} bytes",
+            )
+        run.stdout.append(text)
+        run.stdout_bytes += len(data)
+
+    def _count_calls(self, run: _Run, count: int) -> None:
+        run.tool_calls += count
+        if run.tool_calls > run.limits.max_tool_calls:
+            raise _RunEnded(
+                "ToolCallsExceeded",
+                f"the script made more than {run.limits.max_tool_calls} tool calls",
+            )
+
+    async def _call_batch(
+        self, run: _Run, calls: Sequence[tuple[str, dict[str, Any]]]
+    ) -> list[CallOk | CallFailed]:
+        outcomes: list[CallOk | CallFailed | None] = [None] * len(calls)
+        limiter = trio.CapacityLimiter(run.limits.max_parallel_calls)
+
+        async def one(index: int, name: str, args: dict[str, Any]) -> None:
+            async with limiter:
+                ok, answer = await self._call(run, name, args)
+            outcomes[index] = CallOk(view=answer) if ok else CallFailed(message=answer)
+
+        async with trio.open_nursery() as nursery:
+            for index, (name, args) in enumerate(calls):
+                nursery.start_soon(one, index, name, args)
+        return [outcome for outcome in outcomes if outcome is not None]
+
+    async def _call(self, run: _Run, name: str, args: dict[str, Any]) -> tuple[bool, Any]:
+        """Call one tool; returns (True, script view) or (False, one-line reason)."""
+        entry = self._tools.get(name)
+        if entry is None:
+            return False, f"no tool is named {name!r}"
+        server_id: str | None = None
+        try:
+            if isinstance(entry, PythonTool):
+                result: Any = await entry.call(args)
+            else:
+                server, tool = entry
+                server_id = server.name
+                result = await server.call_tool(tool, args)
+        except ToolServerError as exc:
+            return False, _one_line(str(exc))
+        except Exception as exc:
+            log.info("run %s: tool %s raised %s", run.id, name, type(exc).__name__)
+            return False, _one_line(f"{type(exc).__name__}: {exc}")
+        self.ingest(result, server=server_id)  # marks land before anything is awaited
+        if isinstance(result, dict) and result.get("isError") is True:
+            text = lanes.stored_copy(result, self.registry).strip()
+            return False, (text or f"the tool {name} failed")[:TOOL_ERROR_MAX_CHARS]
+        view = render_script_view(result, self.registry)
+        run.given_ids.update(_reference_ids(view))
+        return True, view
+
+    async def _fetch(self, run: _Run, call_id: int, ref_id: str) -> FetchResult:
+        if ref_id not in run.given_ids:
+            raise ProtocolViolation("the child fetched a reference id this run was never given")
+        run.fetches += 1
+        record = self.registry.get(ref_id)
+        if record is None:
+            return FetchResult(call_id=call_id, unfetchable=markers.NO_LONGER_HELD)
+        outcome = await self.fetcher.fetch(record)
+        if not isinstance(outcome, Saved):
+            return FetchResult(call_id=call_id, unfetchable=outcome.reason)
+        if record.payload_never:  # marked while the answer came back: not linked, not named
+            return FetchResult(call_id=call_id, unfetchable=markers.PAYLOAD_NEVER)
+        name = Path(outcome.path).name
+        link = run.dir / "refs" / name
+        try:
+            if not link.exists():
+                os.link(self.workspace.root / outcome.path, link)
+        except OSError as exc:
+            log.error("run %s: couldn't link %s: %s", run.id, outcome.path, exc)
+            return FetchResult(call_id=call_id, unfetchable=markers.WORKSPACE_FAILED)
+        run.linked[record.id] = link
+        return FetchResult(call_id=call_id, saved_to=f"refs/{name}")
+
+    def _unlink_marked(self, record: ReferenceRecord) -> None:
+        """The registry's mark listener: unlink the record's payload from every running script."""
+        for run in self._runs_by_id.values():
+            link = run.linked.pop(record.id, None)
+            if link is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    link.unlink()
+
+
+_NO_ENDING: Final = object()
+"""What a conversation returns when the child closed its channel without done or error."""
+
+
+def _crash_error(status: ChildExit, limits: Limits) -> ScriptError:
+    """Why a child that ended without a word ended: CPU, memory, or a crash."""
+    code = status.returncode
+    if code == -signal.SIGXCPU or (code == -signal.SIGKILL and status.cpu_s >= limits.cpu_s):
+        return ScriptError(
+            type="CpuTimeExceeded", message=f"the script used its {limits.cpu_s:g} s of CPU time"
+        )
+    if code < 0 and status.max_rss_kb >= limits.memory_mb * 1024 * 0.9:
+        return ScriptError(
+            type="MemoryExceeded", message=f"the script used its {limits.memory_mb} MiB of memory"
+        )
+    how = f"signal {signal.Signals(-code).name}" if code < 0 else f"status {code}"
+    return ScriptError(type="SandboxCrashed", message=f"the sandbox process ended with {how}")
+
+
+def _one_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else "it failed"
+    return markers.well_formed(line[:REASON_MAX_CHARS])
+
+
+def _op(message: object) -> str:
+    return getattr(message, "op", type(message).__name__)
+
+
+def _reference_ids(view: Any) -> set[str]:
+    """The reference ids a view gives a script (its script objects' ids), iteratively."""
+    found: set[str] = set()
+    stack = [view]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if item.get("type") == "reference" and isinstance(item.get("id"), str):
+                found.add(item["id"])
+            else:
+                stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+def _outputs(run_dir: Path) -> list[str]:
+    """Files the script left in its ``out/``, relative to the workspace root."""
+    out = run_dir / "out"
+    if not out.is_dir():
+        return []
+    root = run_dir.parent.parent
+    return sorted(str(path.relative_to(root)) for path in out.rglob("*") if path.is_file())
