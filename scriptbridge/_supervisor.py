@@ -78,7 +78,7 @@ from ._render import render_script_view
 from ._tools import PythonTool, python_tool
 from ._workspace import Workspace
 
-__all__ = ["Bridge"]
+__all__ = ["Bridge", "RunProgress"]
 
 log = logging.getLogger("scriptbridge.supervisor")
 
@@ -144,6 +144,20 @@ class _Run:
     closing: bool = False
     ended_cleanly: bool = False
     """The child said done or error: it exits on its own, so it isn't killed at once."""
+    started: float = field(default_factory=time.monotonic)
+    fetching: bool = False
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """A snapshot of one running script, for a progress line (:meth:`Bridge.progress`)."""
+
+    run_id: str
+    elapsed_s: float
+    tool_calls: int
+    fetches: int
+    fetching: bool
+    """A payload is being fetched for it right now."""
 
 
 class Bridge:
@@ -278,6 +292,14 @@ class Bridge:
         return records
 
     # --- runs -------------------------------------------------------------------------------
+
+    def progress(self) -> list[RunProgress]:
+        """What each running script has done so far (pure; for progress lines)."""
+        now = time.monotonic()
+        return [
+            RunProgress(run.id, now - run.started, run.tool_calls, run.fetches, run.fetching)
+            for run in self._runs_by_id.values()
+        ]
 
     async def run(
         self,
@@ -558,7 +580,11 @@ class Bridge:
         record = self.registry.get(ref_id)
         if record is None:
             return FetchResult(call_id=call_id, unfetchable=markers.NO_LONGER_HELD)
-        outcome = await self.fetcher.fetch(record)
+        run.fetching = True
+        try:
+            outcome = await self.fetcher.fetch(record)
+        finally:
+            run.fetching = False
         if not isinstance(outcome, Saved):
             return FetchResult(call_id=call_id, unfetchable=outcome.reason)
         if record.payload_never:  # marked while the answer came back: not linked, not named

@@ -348,3 +348,22 @@ async def test_hostile_child_ends_its_run_and_nothing_else(
         assert result.error is not None and result.error.type == kind, result.error
         bridge.act = None
         assert (await bridge.run("2 + 2\n")).value == 4
+
+
+async def test_progress_shows_running_scripts(bridge: Bridge) -> None:
+    """progress() lists a running script with its tool calls so far, and nothing after."""
+    entered, release = trio.Event(), trio.Event()
+
+    async def wait_here() -> str:
+        entered.set()
+        await release.wait()
+        return "done"
+
+    bridge.add_tool(python_tool(wait_here))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(bridge.run, "tools.wait_here()\n")
+        await entered.wait()
+        (running,) = bridge.progress()
+        assert (running.tool_calls, running.fetches, running.fetching) == (1, 0, False)
+        release.set()
+    assert bridge.progress() == []

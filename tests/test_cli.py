@@ -1,0 +1,67 @@
+"""Tests for the command line: run (with servers, tools, JSON), doctor, usage errors."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def cli(*args: str, cwd: pathlib.Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "scriptbridge._cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+    )
+
+
+def test_run_with_a_server_and_host_tools_as_json(tmp_path: pathlib.Path) -> None:
+    """run starts --mcp servers, imports --tools, and prints the ScriptResult with --json."""
+    (tmp_path / "mytools.py").write_text("def double(n: int) -> int:\n    return n * 2\n")
+    script = tmp_path / "s.py"
+    script.write_text(
+        "print('hi')\n[tools.double(n=21)['data'], tools.peer_text()['content'][0]['text']]\n"
+    )
+    done = cli(
+        "run",
+        str(script),
+        "--mcp",
+        f"{sys.executable} {ROOT / 'examples' / 'peer.py'}",
+        "--tools",
+        str(tmp_path / "mytools.py"),
+        "--json",
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["value"] == [42, "hello from the peer"]
+    assert result["stdout"] == "hi\n" and result["ok"] is True
+
+
+def test_run_reports_a_failure_and_keeps_outputs_in_a_workspace(tmp_path: pathlib.Path) -> None:
+    """A failing script exits 1 with its error; --workspace keeps what it wrote."""
+    script = tmp_path / "s.py"
+    script.write_text("write_text('out/a.txt', 'kept')\n1 / 0\n")
+    done = cli("run", str(script), "--workspace", str(tmp_path / "ws"), "--timeout", "5")
+    assert done.returncode == 1
+    assert "error: ZeroDivisionError (line 2)" in done.stdout
+    (kept,) = (tmp_path / "ws" / "runs").glob("*/out/a.txt")
+    assert kept.read_text() == "kept"
+
+
+def test_doctor_lists_every_layer() -> None:
+    """doctor prints one line per isolation layer."""
+    done = cli("doctor")
+    assert done.returncode == 0
+    for layer in ("restricted-python", "rlimits", "seccomp", "landlock", "netns", "uid"):
+        assert layer in done.stdout
+
+
+def test_usage_errors_exit_2(tmp_path: pathlib.Path) -> None:
+    """A missing script or no command is a usage error."""
+    assert cli("run", str(tmp_path / "missing.py")).returncode == 2
+    assert cli().returncode == 2
