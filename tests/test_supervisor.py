@@ -254,15 +254,42 @@ async def test_tool_server_crash_is_a_tool_error_and_restarts(bridge: Bridge) ->
     assert again.value == '{"n": 1}'
 
 
+async def test_a_mark_after_the_fetch_unlinks_the_runs_copy(
+    bridge: Bridge, payloads: LoopbackServer
+) -> None:
+    """A never landing after a script fetched a payload removes it from the run's refs/ too."""
+    url = payloads.url("/report.txt")
+    bridge.add_tool(python_tool(lambda: reference(url), name="attach"))
+    bridge.add_tool(python_tool(lambda: reference(url, disposition="never"), name="withdraw"))
+    result = await bridge.run(
+        script("""
+        path = fetch(tools.attach()["content"][0])
+        before = read_text(path)
+        after = tools.withdraw()["content"][0]
+        try:
+            read_text(path)
+            still = "readable"
+        except Exception as exc:
+            still = "gone"
+        [before, after["unfetchable"], still]
+    """)
+    )
+    assert result.ok, result.error
+    assert result.value == ["quarterly numbers", markers.PAYLOAD_NEVER, "gone"]
+    assert list((bridge.workspace.root / "refs").iterdir()) == []
+
+
 async def test_closing_the_bridge_leaves_nothing(tmp_path: pathlib.Path) -> None:
-    """After the bridge exits no zygote, child or server remains, and runs/ is empty."""
+    """After the bridge exits no zygote, child, server or fd remains, and runs/ is empty."""
     before = descendants(os.getpid())
+    fds_before = set(os.listdir("/proc/self/fd"))
     async with Bridge(tmp_path / "ws") as bridge:
         await bridge.add_server(McpServer(sys.executable, [PEER], name="peer"))
         assert (await bridge.run("tools.peer_text()['content'][0]['text']\n")).ok
         assert descendants(os.getpid()) - before
     assert descendants(os.getpid()) - before == set()
     assert list((tmp_path / "ws" / "runs").iterdir()) == []
+    assert set(os.listdir("/proc/self/fd")) <= fds_before
 
 
 # --- hostile children: real processes on the run's real pipes -------------------------------
