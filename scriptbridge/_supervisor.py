@@ -65,6 +65,7 @@ from sandbox.protocol import (
     ToolFailed,
     ToolResult,
     ToolResults,
+    check_plain,
 )
 
 from . import lanes, markers
@@ -315,9 +316,15 @@ class Bridge:
 
         Raises:
             ScriptBridgeError: the bridge isn't open.
+            ValueError: ``inputs`` isn't plain data (str keys; None, bool, int, float, str,
+                bytes, lists and dicts), checked before any child is started.
             trio.Cancelled: the caller was cancelled (the child is killed first).
         """
         self._live_zygote()
+        try:
+            check_plain(dict(inputs or {}))
+        except ValueError as exc:
+            raise ValueError(f"inputs must be plain data: {exc}") from exc
         limits = limits or self.limits
         started = time.perf_counter()
         run = _Run(id=secrets.token_hex(8), dir=self.workspace.root / "runs", limits=limits)

@@ -394,3 +394,10 @@ async def test_progress_shows_running_scripts(bridge: Bridge) -> None:
         assert (running.tool_calls, running.fetches, running.fetching) == (1, 0, False)
         release.set()
     assert bridge.progress() == []
+
+
+async def test_inputs_that_are_not_plain_data_are_refused(bridge: Bridge) -> None:
+    """Inputs that can't cross the channel raise ValueError before any child starts."""
+    with pytest.raises(ValueError, match="inputs must be plain data"):
+        await bridge.run("1\n", inputs={"when": object()})
+    assert bridge.progress() == []
