@@ -30,7 +30,7 @@ from typing import Any, Final
 import trio
 
 from ._classify import is_block
-from ._walk import MAX_DEPTH, NODE_BUDGET, PLAIN_SCALARS, result_dict
+from ._walk import MAX_DEPTH, PLAIN_SCALARS, Budget, children_of, result_dict
 
 __all__ = ["PythonTool", "as_tool_result", "python_tool"]
 
@@ -97,21 +97,16 @@ def as_tool_result(value: object) -> dict[str, Any]:
 
 def _plain_without_blocks(value: object) -> bool:
     """Whether ``value`` is plain data, within the walk limits, holding no block anywhere."""
-    seen: set[int] = set()
-    nodes = 0
+    budget = Budget()
     stack: list[tuple[object, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, PLAIN_SCALARS):
             continue
-        if not isinstance(item, dict | list | tuple) or id(item) in seen or depth > MAX_DEPTH:
+        if not isinstance(item, dict | list | tuple) or depth > MAX_DEPTH or is_block(item):
             return False
-        if is_block(item):
-            return False
-        seen.add(id(item))
-        children = list(item.values()) if isinstance(item, dict) else list(item)
-        nodes += len(children)
-        if nodes > NODE_BUDGET:
+        children = children_of(item)
+        if not budget.open(item, len(children)):
             return False
         stack.extend((child, depth + 1) for child in children)
     return True
