@@ -23,6 +23,9 @@ Choices made where the spec is silent (documented here, tested in ``tests/sandbo
   ``refs/`` and ``out/``, writes under ``out/`` only (parents are created); the resolved path
   must stay in that directory, and the last component is never followed if it is a symlink.
 - Every string sent to the host is made well formed (a lone surrogate becomes U+FFFD).
+- ``name <op>= value`` compiles to a native in-place operation: RestrictedPython would call the
+  ``_inplacevar_`` hook, which here only applies the same operator (see :class:`_Policy`).
+  Augmented assignment of attributes and items is refused, as RestrictedPython does.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, NoReturn
 
 from RestrictedPython.compile import compile_restricted_eval, compile_restricted_exec
+from RestrictedPython.transformer import RestrictingNodeTransformer
 
 from . import _guards
 from .protocol import (
@@ -66,6 +70,7 @@ from .protocol import (
     ToolResult,
     ToolResults,
     encode_frame,
+    parse_host_message,
 )
 
 __all__ = [
@@ -604,6 +609,22 @@ class _Session:
 # Compile and run
 
 
+class _Policy(RestrictingNodeTransformer):
+    """RestrictedPython's policy with one rewrite left out: ``name <op>= value`` stays a native
+    in-place operation instead of becoming ``name = _inplacevar_("<op>=", name, value)``.
+
+    The hook only applied the same operator (``sandbox._guards.guarded_inplacevar`` checks
+    nothing else), so the behaviour is the same, but a loop's ``total += i`` no longer costs a
+    Python call per iteration. Every check still runs: the target name and the value are
+    visited as before, and augmented assignment of attributes and items is still refused.
+    """
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> Any:
+        if isinstance(node.target, ast.Name):
+            return self.node_contents_visit(node)
+        return super().visit_AugAssign(node)
+
+
 def _compile_error(errors: Sequence[str]) -> RunError:
     line = None
     for error in errors:
@@ -647,9 +668,11 @@ def compile_script(
             body = compile(tree, SCRIPT_FILENAME, "exec", dont_inherit=True)
             tail = None if last is None else compile(last, SCRIPT_FILENAME, "eval")
             return body, tail
-        result = compile_restricted_exec(tree, filename=SCRIPT_FILENAME)
+        result = compile_restricted_exec(tree, filename=SCRIPT_FILENAME, policy=_Policy)
         errors = list(result.errors)
-        tail_result = None if last is None else compile_restricted_eval(last, SCRIPT_FILENAME)
+        tail_result = (
+            None if last is None else compile_restricted_eval(last, SCRIPT_FILENAME, policy=_Policy)
+        )
         if tail_result is not None:
             errors.extend(tail_result.errors)
         if errors or result.code is None:
@@ -699,6 +722,7 @@ def serve(
     applied: Sequence[Layer],
     skipped: Sequence[SkippedLayer],
     restricted: bool,
+    end: Callable[[int], NoReturn] | None = None,
 ) -> int:
     """Run one child's conversation to the end and return its exit status.
 
@@ -707,6 +731,11 @@ def serve(
     conversation ended normally (including a script that failed, which is reported as data),
     2 when the host sent something invalid, and 3 when the host went away mid-run. Never
     raises for anything a script does; nothing is left buffered when it returns.
+
+    With ``end`` (the child passes ``os._exit``), ``end(status)`` is called instead of
+    returning once the script has run, right after the last message and before anything of
+    the script's is released: no finalizer of the script's (a suspended generator's
+    ``finally``) runs after ``done``, and the host sees the exit as soon as it could.
     """
     layers = set(applied) | ({"restricted-python"} if restricted else set())
     missing = [] if restricted else [SkippedLayer(layer="restricted-python", reason="disabled")]
@@ -734,7 +763,39 @@ def serve(
     except _HostGone:
         return 3
     session.finish(outcome)
-    return 3 if isinstance(session.stopped, _HostGone) else 0
+    status = 3 if isinstance(session.stopped, _HostGone) else 0
+    if end is not None:
+        end(status)  # ``outcome`` (the script's value) is still held here: nothing is freed
+    return status
+
+
+# --------------------------------------------------------------------------------------------
+# Priming (in a fresh child, before it reports ready)
+
+_PRIME_SCRIPT: Final = (
+    "values = [1, 'a', {'k': 2.0}]\nfor v in values:\n    last = v\n{'n': len(values)}\n"
+)
+
+
+def prime() -> None:
+    """Go once through what every run does, without I/O, in a child before it says ``ready``.
+
+    A forked child's first touch of each page it shares with the zygote copies that page; a
+    run then pays for hundreds of such copies between ``start`` and ``done``. Parsing a
+    ``start``, compiling and running a tiny script in its own throwaway globals, and encoding a
+    ``done`` here copies most of those pages while the child is still a spare, off the
+    request path. Trusted code only; nothing of it is visible to the run's script (its globals
+    are built afresh). Never raises.
+    """
+    try:
+        start = parse_host_message(encode_frame(Start(source=_PRIME_SCRIPT))[4:])
+        assert isinstance(start, Start)
+        session = _Session(BlockingChannel(-1, -1), start)
+        outcome = _run(session, start.source, restricted=True)
+        if isinstance(outcome, tuple):
+            encode_frame(session._done(outcome[0]))
+    except Exception:  # pragma: no cover - priming is only an optimisation
+        pass
 
 
 # --------------------------------------------------------------------------------------------

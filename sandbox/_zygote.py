@@ -4,8 +4,12 @@ One long-lived process (started by :meth:`ZygoteProcess.start` with an empty env
 session of its own, holding only its end of a Unix ``SOCK_SEQPACKET`` socket) has already
 imported and exercised RestrictedPython, msgpack, pydantic, the protocol, the runtime and the
 allowlisted modules. For each ``spawn`` request it receives the child's two pipe ends over the
-socket (``SCM_RIGHTS``), forks, and the child isolates itself (:mod:`sandbox._isolation`) and
-serves exactly one script (:func:`sandbox._runtime.serve`) before it exits. The zygote reaps
+socket (``SCM_RIGHTS``), forks, and the child isolates itself (:mod:`sandbox._isolation`),
+primes itself (:func:`sandbox._runtime.prime`: the pages a run touches are copied before it says
+``ready``, not between ``start`` and ``done``) and serves exactly one script
+(:func:`sandbox._runtime.serve`); it exits right after its last message, before anything of the
+script's is released, so no script code runs after ``done``. The zygote sets malloc to keep and
+reuse freed memory (:func:`_keep_freed_memory`), for itself and every child. The zygote reaps
 every child (through a pidfd each) and reports its exit status and resource use on ``wait``.
 No child ever runs a second script, and a child never returns into the zygote's loop.
 
@@ -13,13 +17,17 @@ Requests and replies are small msgpack maps, one per datagram, validated by pyda
 ends. When the requester's end of the socket closes, the zygote kills every child it still has,
 reaps them and exits; children also get ``SIGKILL`` if the zygote dies.
 
-:class:`ZygoteClient` is synchronous and thread-safe (the host wraps it with
-``trio.to_thread``): several threads may spawn, wait and kill at once.
+:class:`ZygoteClient` is synchronous and thread-safe: several threads may spawn, wait and kill
+at once (tests, benchmarks and the small blocking host of :mod:`sandbox.testing` use it). A host
+with an event loop drives the same socket itself (:attr:`ZygoteProcess.socket`) with the sans-I/O
+pair :func:`encode_request` / :func:`read_reply`, so no thread is needed per request; it must
+then not use the client, apart from :meth:`ZygoteProcess.close`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import selectors
 import signal
@@ -39,7 +47,16 @@ from . import _runtime
 from ._isolation import ChildLimits, IsolationError, apply_isolation, python_paths
 from .protocol import BlockingChannel, Layer, ProtocolError, RunError
 
-__all__ = ["ChildExit", "SpawnedChild", "ZygoteClient", "ZygoteError", "ZygoteProcess"]
+__all__ = [
+    "ChildExit",
+    "SpawnedChild",
+    "ZygoteClient",
+    "ZygoteError",
+    "ZygoteProcess",
+    "ZygoteReply",
+    "encode_request",
+    "read_reply",
+]
 
 _DATAGRAM: Final = 65536
 _START_TIMEOUT: Final = 60.0
@@ -130,6 +147,87 @@ def _unpack(adapter: TypeAdapter[Any], data: bytes) -> Any:
         return adapter.validate_python(msgpack.unpackb(data, raw=False, strict_map_key=True))
     except (ValueError, TypeError, msgpack.UnpackException, ValidationError) as exc:
         raise ZygoteError(f"malformed zygote message: {exc}") from exc
+
+
+# --------------------------------------------------------------------------------------------
+# Sans-I/O requests and replies (for a host that drives the socket itself)
+
+
+@dataclass(frozen=True)
+class ZygoteReply:
+    """One reply read from the zygote's socket by :func:`read_reply`.
+
+    Attributes:
+        op: ``spawned`` (``pid`` is the new child), ``failed`` (``message`` says why),
+            ``exited`` (``exit`` says how the child ended), ``signalled`` (``delivered``), or
+            ``hello`` (sent once at start; ``req_id`` is ``None``).
+        req_id: the request this answers.
+    """
+
+    op: str
+    req_id: int | None
+    pid: int | None = None
+    message: str | None = None
+    exit: ChildExit | None = None
+    delivered: bool = False
+
+
+def encode_request(
+    op: Literal["spawn", "wait", "kill"],
+    req_id: int,
+    *,
+    pid: int = 0,
+    workspace: str | os.PathLike[str] = "",
+    limits: ChildLimits | None = None,
+    disable: Collection[Layer] = (),
+    sig: int = signal.SIGKILL,
+) -> bytes:
+    """One request datagram, validated as the zygote will validate it.
+
+    A ``spawn`` needs ``workspace`` (made absolute here) and must be sent with the child's two
+    pipe ends (its read end of host -> child, then its write end of child -> host) attached as
+    ``SCM_RIGHTS``; ``wait`` and ``kill`` need ``pid``. Each ``req_id`` must be unique per
+    socket and at least 1.
+
+    Raises:
+        ValueError: a field is out of range (pydantic's ``ValidationError``).
+    """
+    request: _Model
+    if op == "spawn":
+        request = _Spawn(
+            req_id=req_id,
+            workspace=os.path.abspath(os.fspath(workspace)),
+            limits=limits or ChildLimits(),
+            disable=sorted(set(disable)),
+        )
+    elif op == "wait":
+        request = _Wait(req_id=req_id, pid=pid)
+    else:
+        request = _Kill(req_id=req_id, pid=pid, signal=int(sig))
+    return _pack(request)
+
+
+def read_reply(data: bytes) -> ZygoteReply:
+    """Validate one datagram from the zygote and return it as a :class:`ZygoteReply`.
+
+    Raises:
+        ZygoteError: it is not a reply of the zygote's protocol (an empty datagram means the
+            zygote closed its end).
+    """
+    if not data:
+        raise ZygoteError("the zygote exited")
+    reply = _unpack(_REPLIES, data)
+    if isinstance(reply, _Hello):
+        return ZygoteReply("hello", None, pid=reply.pid)
+    if isinstance(reply, _Spawned):
+        return ZygoteReply("spawned", reply.req_id, pid=reply.pid)
+    if isinstance(reply, _Failed):
+        return ZygoteReply("failed", reply.req_id, message=reply.message)
+    if isinstance(reply, _Exited):
+        status = ChildExit(reply.pid, reply.returncode, reply.cpu_s, reply.max_rss_kb)
+        return ZygoteReply("exited", reply.req_id, pid=reply.pid, exit=status)
+    assert isinstance(reply, _Signalled)
+    return ZygoteReply("signalled", reply.req_id, delivered=reply.delivered)
 
 
 # --------------------------------------------------------------------------------------------
@@ -365,6 +463,12 @@ class ZygoteProcess:
         """The zygote's pid."""
         return self.process.pid
 
+    @property
+    def socket(self) -> socket.socket:
+        """The host's end of the zygote's socket, for a host that drives it itself (see the
+        module doc); :meth:`close` still closes it."""
+        return self.client._sock
+
     @classmethod
     def start(
         cls, *, python: str = sys.executable, timeout: float = _START_TIMEOUT
@@ -532,11 +636,13 @@ class _Server:
                 )
             return 71
         channel = BlockingChannel(kept[0], kept[1])
+        _runtime.prime()
         return _runtime.serve(
             channel,
             applied=report.applied,
             skipped=report.skipped,
             restricted="restricted-python" not in request.disable,
+            end=os._exit,
         )
 
     def reap(self, pid: int) -> None:
@@ -592,11 +698,35 @@ class _Server:
         self.sock.close()
 
 
+_M_TRIM_THRESHOLD: Final = -1
+_M_MMAP_THRESHOLD: Final = -3
+
+
+def _keep_freed_memory() -> None:
+    """Make malloc keep and reuse what a child frees, for the zygote and every child it forks.
+
+    By default glibc maps each block of 128 KiB or more afresh and trims freed memory at the
+    top of the heap, so a child handling a large message (a 1 MiB tool result is copied a few
+    times on its way in) faults in every page of every copy again: about half of such a call's
+    time. Blocks under 32 MiB now come from the heap and freed memory is kept (up to 64 MiB):
+    a child is short-lived, and its ``rlimits`` cap its address space either way. A libc
+    without ``mallopt`` is left as it is.
+    """
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # pragma: no cover - not glibc
+        return
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt(_M_TRIM_THRESHOLD, 64 << 20)
+    mallopt(_M_MMAP_THRESHOLD, 32 << 20)
+
+
 def main(fd: int) -> None:
     """The zygote's entry point: warm up, then serve requests on socket ``fd`` until it
     closes. Exits the process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=fd)
+    _keep_freed_memory()
     _runtime.warm_up()
     python_paths()
     _Server(sock).run()

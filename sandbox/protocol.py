@@ -92,8 +92,10 @@ __all__ = [
     "ToolResults",
     "check_plain",
     "encode_frame",
+    "encode_parts",
     "parse_child_message",
     "parse_host_message",
+    "write_parts",
 ]
 
 PROTOCOL_VERSION: Final = 1
@@ -406,13 +408,36 @@ def encode_frame(message: _Message, *, limit: int = DEFAULT_FRAME_LIMIT) -> byte
         ProtocolError: the message cannot be packed (a string that is not well formed, an int
             outside 64 bits) or its body is larger than ``limit``. Nothing is written anywhere.
     """
+    return b"".join(encode_parts(message, limit=limit))
+
+
+def encode_parts(message: _Message, *, limit: int = DEFAULT_FRAME_LIMIT) -> tuple[bytes, bytes]:
+    """Return ``message`` framed as two parts, the 4-byte prefix and the body, to be written
+    one after the other (``os.writev``): a large body is then never copied behind its prefix.
+
+    Raises:
+        ProtocolError: as :func:`encode_frame`.
+    """
     try:
         body: bytes = msgpack.packb(message.model_dump(mode="python"), use_bin_type=True)
     except (TypeError, ValueError, OverflowError) as exc:
         raise ProtocolError(f"cannot pack a {type(message).__name__} message: {exc}") from exc
     if len(body) > _limit(limit):
         raise ProtocolError(f"a {len(body)}-byte message is over the {limit}-byte frame limit")
-    return _PREFIX.pack(len(body)) + body
+    return _PREFIX.pack(len(body)), body
+
+
+def write_parts(fd: int, parts: tuple[bytes, bytes], written: int = 0) -> int:
+    """Write what is left of ``parts`` after their first ``written`` bytes to ``fd`` with one
+    ``os.writev``; return the new count of bytes written (a non-blocking ``fd`` may take only
+    part). Raises what ``os.writev`` raises (``BlockingIOError`` when a non-blocking pipe is
+    full)."""
+    prefix, body = parts
+    if written < len(prefix):
+        buffers: list[bytes | memoryview] = [prefix[written:], body]
+    else:
+        buffers = [memoryview(body)[written - len(prefix) :]]
+    return written + os.writev(fd, buffers)
 
 
 class FrameDecoder:
@@ -469,7 +494,8 @@ class FrameDecoder:
                 self._need = length
             if len(self._buffer) < self._need:
                 return bodies
-            bodies.append(bytes(self._buffer[: self._need]))
+            with memoryview(self._buffer) as view:  # one copy, not a slice and then a copy
+                bodies.append(bytes(view[: self._need]))
             del self._buffer[: self._need]
             self._need = None
 
@@ -480,22 +506,25 @@ def _reject_ext(code: int, data: bytes) -> Any:
 
 def _unpack(body: bytes) -> Any:
     size = max(len(body), 1)
-    unpacker = msgpack.Unpacker(
-        raw=False,
-        strict_map_key=True,
-        max_buffer_size=size,  # also bounds every string, binary, array and map length
-        ext_hook=_reject_ext,
-        use_list=True,
-    )
     try:
-        unpacker.feed(body)
-        data = unpacker.unpack()
+        # Bounded as an Unpacker with max_buffer_size=size would be, without copying the body.
+        return msgpack.unpackb(
+            body,
+            raw=False,
+            strict_map_key=True,
+            ext_hook=_reject_ext,
+            use_list=True,
+            max_str_len=size,
+            max_bin_len=size,
+            max_array_len=size,
+            max_map_len=size // 2,
+            max_ext_len=size,
+        )
+    except msgpack.ExtraData as exc:
+        raise ProtocolError(f"body has {len(exc.extra)} bytes after its message") from exc
     except (ValueError, TypeError, msgpack.UnpackException, RecursionError) as exc:
-        # UnicodeDecodeError, StackError, FormatError, OutOfData are ValueErrors.
+        # UnicodeDecodeError, StackError, FormatError and an incomplete body are ValueErrors.
         raise ProtocolError(f"body is not valid msgpack: {exc!r}") from exc
-    if unpacker.tell() != len(body):
-        raise ProtocolError(f"body has {len(body) - unpacker.tell()} bytes after its message")
-    return data
 
 
 def parse_child_message(body: bytes) -> ChildMessage:
@@ -566,11 +595,10 @@ class BlockingChannel:
             OSError: the write failed (``BrokenPipeError`` when the reader is gone); part of
                 the frame may have been written.
         """
-        frame = encode_frame(message, limit=self.limit)
-        view = memoryview(frame)
-        while view:
-            written = os.write(self.write_fd, view)
-            view = view[written:]
+        parts = encode_parts(message, limit=self.limit)
+        total, written = len(parts[0]) + len(parts[1]), 0
+        while written < total:
+            written = write_parts(self.write_fd, parts, written)
 
     def read_body(self) -> bytes | None:
         """Block until one whole frame arrives and return its body; ``None`` at a clean EOF.

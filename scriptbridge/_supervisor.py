@@ -1,9 +1,10 @@
 """The trio supervisor: ``Bridge`` runs each script in a fresh sandbox child and serves it.
 
-A ``Bridge`` owns a zygote (the warm fork server of :mod:`sandbox._zygote`), the reference
-registry, the workspace and fetcher, the host's tools and the connected tool servers. Each
-:meth:`Bridge.run` forks one fresh child, speaks the channel of :mod:`sandbox.protocol` with it,
-and serves its requests until the script ends (the demand-fetch loop):
+A ``Bridge`` owns a zygote (the warm fork server of :mod:`sandbox._zygote`, driven from trio
+without threads by :mod:`scriptbridge._zygote_link`), the reference registry, the workspace and
+fetcher, the host's tools and the connected tool servers. Each :meth:`Bridge.run` gets one fresh
+child, speaks the channel of :mod:`sandbox.protocol` with it, and serves its requests until the
+script ends (the demand-fetch loop):
 
 - a tool call is dispatched to a ``python_tool`` or an MCP server; its result is ingested first
   (never marks land before anything is awaited) and only its script view is sent to the child;
@@ -19,13 +20,24 @@ kills the child. ``run`` never raises for anything the child does: every ending 
 child has been killed and reaped) and :class:`~scriptbridge.ScriptBridgeError` when the bridge
 isn't open.
 
+Spare children keep the fork and the isolation off the request path: while it is open the
+bridge keeps :data:`SPARE_CHILDREN` children forked, isolated and waiting for ``start`` (their
+``ready`` already read and checked), each bound to a directory made ahead of time under
+``<workspace>/.spares/``, since a child's working directory and landlock rules are fixed when it
+isolates itself. A run takes one if its limits are the bridge's: the spare's directory is
+renamed to the run's (the child's open working directory and its rules follow the rename), and
+once that run is finished a replacement is forked in the background. A spare serves at most one
+run, as every child does; a run with other limits, or that finds no spare, forks its own child
+as before, and a spare that died while waiting is dropped, never handed out.
+
 Each run gets a directory of its own, ``<workspace>/runs/<run-id>/``, holding ``refs/`` (hard
 links to the payloads this run fetched, read-only to the child) and ``out/`` (its scratch space,
 writable). A run can't see another run's files. A payload whose record is marked never is
 unlinked from every run at once. When a run ends its ``refs/`` is removed; its ``out/`` is kept
 when the script wrote something (``ScriptResult.outputs`` lists those files) and removed
 otherwise. Closing the bridge stops every server, cancels running scripts (their results say
-``Cancelled``) and stops the zygote, which kills and reaps any child left.
+``Cancelled``) and stops the zygote, which kills and reaps any child left, spares included, and
+removes the spares' directories.
 """
 
 from __future__ import annotations
@@ -38,6 +50,7 @@ import secrets
 import shutil
 import signal
 import time
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,12 +91,18 @@ from ._registry import ReferenceRecord, ReferenceRegistry
 from ._render import render_script_view
 from ._tools import PythonTool, python_tool
 from ._workspace import Workspace
+from ._zygote_link import ZygoteLink
 
 __all__ = ["Bridge", "RunProgress"]
 
 log = logging.getLogger("scriptbridge.supervisor")
 
 READY_TIMEOUT_S: Final = 30.0
+SPARE_CHILDREN: Final = 2
+"""Children the bridge keeps forked, isolated and ready ahead of runs (module doc)."""
+SPARES_DIR: Final = ".spares"
+SPARE_RETRY_S: Final = (0.05, 5.0)
+"""The first and the longest pause before forking a spare again after a failure."""
 EXIT_GRACE_S: Final = 5.0
 REAP_TIMEOUT_S: Final = 10.0
 REASON_MAX_CHARS: Final = 500
@@ -98,6 +117,11 @@ class _Child:
     behind the same three methods (see ``tests/test_supervisor.py``).
     """
 
+    ready: Ready | None = None
+    """Its ``ready``, when it was read ahead (a spare); otherwise the run reads it first."""
+    channel: ChildChannel | None = None
+    """The channel that read ``ready`` ahead (a spare); otherwise the run opens one."""
+
     def __init__(self, bridge: Bridge, spawned: SpawnedChild) -> None:
         self._bridge = bridge
         self.pid = spawned.pid
@@ -106,16 +130,22 @@ class _Child:
 
     async def wait(self, timeout: float) -> ChildExit:
         """Wait until it exited and was reaped. Raises TimeoutError or ZygoteError."""
-        zygote = self._bridge._live_zygote()
-        exit_status: ChildExit = await self._bridge._in_thread(
-            zygote.client.wait, self.pid, timeout
-        )
-        return exit_status
+        return await self._bridge._live_link().wait(self.pid, timeout)
 
     async def kill(self) -> None:
         """Kill it (race-free: through the zygote's pidfd). Raises ZygoteError."""
-        zygote = self._bridge._live_zygote()
-        await self._bridge._in_thread(zygote.client.kill, self.pid)
+        await self._bridge._live_link().kill(self.pid)
+
+
+@dataclass
+class _Spare:
+    """A child forked, isolated and ``ready`` ahead of any run, and the directory it is bound
+    to (its working directory, with ``refs/`` and ``out/``)."""
+
+    child: _Child
+    dir: Path
+    limits: ChildLimits
+    """The OS limits it was forked with: it serves only a run whose limits are these."""
 
 
 class _RunEnded(Exception):
@@ -147,6 +177,10 @@ class _Run:
     """The child said done or error: it exits on its own, so it isn't killed at once."""
     started: float = field(default_factory=time.monotonic)
     fetching: bool = False
+    ready: Ready | None = None
+    """The child's ``ready`` when it was read before the run (a spare child)."""
+    next_call_id: int = 1
+    """The call id the child's next request must carry (1, 2, ... as the protocol says)."""
 
 
 @dataclass(frozen=True)
@@ -199,9 +233,11 @@ class Bridge:
         self._tools: dict[str, PythonTool | tuple[McpServer, str]] = {}
         self._runs_by_id: dict[str, _Run] = {}
         self._zygote: ZygoteProcess | None = None
+        self._link: ZygoteLink | None = None
+        self._spares: deque[_Spare] = deque()
+        self._spares_wanted = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._stack: contextlib.AsyncExitStack | None = None
-        self._threads = trio.CapacityLimiter(256)
         self.registry.add_mark_listener(self._unlink_marked)
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -216,7 +252,11 @@ class Bridge:
             await stack.aclose()
             self._nursery = None
             raise
+        self._link = ZygoteLink(self._zygote)
+        await self._nursery.start(self._link.serve)
         (self.workspace.root / "runs").mkdir(exist_ok=True)
+        (self.workspace.root / SPARES_DIR).mkdir(exist_ok=True)
+        self._nursery.start_soon(self._keep_spares)
         self._stack = stack
         return self
 
@@ -237,6 +277,15 @@ class Bridge:
         finally:
             self._nursery = None
             self._stack = None
+            with trio.CancelScope(shield=True):
+                while self._spares:  # the zygote kills them as it stops; here: fds and dirs
+                    spare = self._spares.popleft()
+                    if spare.child.channel is not None:
+                        await spare.child.channel.aclose()
+                    shutil.rmtree(spare.dir, ignore_errors=True)
+                with contextlib.suppress(OSError):
+                    (self.workspace.root / SPARES_DIR).rmdir()
+            self._link = None
             zygote, self._zygote = self._zygote, None
             if zygote is not None:
                 with trio.CancelScope(shield=True):
@@ -320,7 +369,7 @@ class Bridge:
                 bytes, lists and dicts), checked before any child is started.
             trio.Cancelled: the caller was cancelled (the child is killed first).
         """
-        self._live_zygote()
+        self._live_link()
         try:
             check_plain(dict(inputs or {}))
         except ValueError as exc:
@@ -329,8 +378,6 @@ class Bridge:
         started = time.perf_counter()
         run = _Run(id=secrets.token_hex(8), dir=self.workspace.root / "runs", limits=limits)
         run.dir = run.dir / run.id
-        (run.dir / "refs").mkdir(parents=True)
-        (run.dir / "out").mkdir()
         self._runs_by_id[run.id] = run
         child: _Child | None = None
         channel: ChildChannel | None = None
@@ -345,9 +392,12 @@ class Bridge:
                 except (ZygoteError, TimeoutError, OSError) as exc:
                     error = ScriptError(type="SandboxCrashed", message=f"couldn't start: {exc}")
                 if child is not None:
-                    channel = ChildChannel(
+                    _make_run_dir(run.dir)  # there already, unless a test double is the child
+                    channel = child.channel or ChildChannel(
                         child.from_child, child.to_child, limit=limits.max_message_bytes
                     )
+                    channel.limit = limits.max_message_bytes
+                    run.ready = child.ready
                     with run.scope:
                         with trio.move_on_after(limits.wall_s) as wall:
                             try:
@@ -390,20 +440,101 @@ class Bridge:
             outputs=_outputs(run.dir),
         )
 
-    async def _in_thread(self, fn: Any, *args: Any) -> Any:
-        return await trio.to_thread.run_sync(fn, *args, limiter=self._threads)
-
-    def _live_zygote(self) -> ZygoteProcess:
-        if self._zygote is None:
+    def _live_link(self) -> ZygoteLink:
+        if self._link is None:
             raise ScriptBridgeError("open the Bridge (async with) before running scripts")
-        return self._zygote
+        return self._link
 
     async def _spawn(self, run: _Run) -> _Child:
-        """Fork a fresh child for ``run`` from the zygote."""
-        zygote = self._live_zygote()
-        limits = ChildLimits(cpu_s=run.limits.cpu_s, memory_mb=run.limits.memory_mb)
-        spawned = await self._in_thread(lambda: zygote.client.spawn(run.dir, limits))
-        return _Child(self, spawned)
+        """A fresh child for ``run``, in ``run.dir``: a spare if one fits, else forked now."""
+        link = self._live_link()
+        limits = _child_limits(run.limits)
+        while self._spares and self._spares[0].limits == limits:
+            spare = self._spares.popleft()  # replaced once this run is finished
+            if not link.exited(spare.child.pid):
+                try:  # the child's working directory and landlock rules follow the rename
+                    os.rename(spare.dir, run.dir)
+                except OSError as exc:
+                    log.error("couldn't move spare %s to run %s: %s", spare.dir, run.id, exc)
+                else:
+                    return spare.child
+            await self._drop_spare(spare)
+        _make_run_dir(run.dir)
+        return _Child(self, await link.spawn(run.dir, limits))
+
+    # --- spare children ---------------------------------------------------------------------
+
+    async def _keep_spares(self) -> None:
+        """Keep :data:`SPARE_CHILDREN` spares ready, one fork at a time, for as long as the
+        bridge is open (runs nursery task). A spare that fails to start is dropped and logged,
+        and the next one waits a little longer."""
+        pause = SPARE_RETRY_S[0]
+        while True:
+            if len(self._spares) >= SPARE_CHILDREN:
+                self._spares_wanted = trio.Event()
+                await self._spares_wanted.wait()
+                continue
+            try:
+                self._spares.append(await self._start_spare())
+            except (ZygoteError, TimeoutError, OSError, ProtocolViolation) as exc:
+                if self._live_link().broken:
+                    return  # the zygote is gone: runs say so themselves
+                log.warning("couldn't start a spare child: %s", exc)
+                await trio.sleep(pause)
+                pause = min(pause * 2, SPARE_RETRY_S[1])
+            else:
+                pause = SPARE_RETRY_S[0]
+
+    async def _start_spare(self) -> _Spare:
+        """Fork a child bound to a new directory under ``.spares/`` and read its ``ready``.
+
+        Raises ZygoteError, TimeoutError, OSError or ProtocolViolation; the child is then
+        killed and its directory removed.
+        """
+        directory = self.workspace.root / SPARES_DIR / secrets.token_hex(8)
+        _make_run_dir(directory)
+        limits = _child_limits(self.limits)
+        spare: _Spare | None = None
+        try:
+            with trio.CancelScope(shield=True):  # a fork we don't hear of would leak
+                with trio.fail_after(READY_TIMEOUT_S):
+                    spawned = await self._live_link().spawn(directory, limits)
+            spare = _Spare(_Child(self, spawned), directory, limits)
+            channel = ChildChannel(
+                spawned.from_child, spawned.to_child, limit=self.limits.max_message_bytes
+            )
+            spare.child.channel = channel
+            with trio.fail_after(READY_TIMEOUT_S):
+                first = await channel.receive()
+            if not isinstance(first, Ready) or first.protocol != PROTOCOL_VERSION:
+                raise ProtocolViolation(f"a spare child answered {first!r} instead of ready")
+            spare.child.ready = first
+        except BaseException as exc:
+            with trio.CancelScope(shield=True):
+                if spare is None:
+                    shutil.rmtree(directory, ignore_errors=True)
+                else:  # the bridge is closing: the zygote kills it as it stops
+                    await self._drop_spare(spare, kill=not isinstance(exc, trio.Cancelled))
+            raise
+        return spare
+
+    async def _drop_spare(self, spare: _Spare, *, kill: bool = True) -> None:
+        """Close a spare that serves no run, kill and reap it, and remove its directory."""
+        child = spare.child
+        with trio.CancelScope(shield=True):
+            if child.channel is not None:
+                await child.channel.aclose()
+            else:
+                for fd in (child.to_child, child.from_child):
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            if kill:
+                try:
+                    await child.kill()
+                    await child.wait(REAP_TIMEOUT_S)
+                except (ZygoteError, TimeoutError, ScriptBridgeError) as exc:
+                    log.error("couldn't reap spare child %d: %s", child.pid, exc)
+            shutil.rmtree(spare.dir, ignore_errors=True)
 
     async def _finish(
         self, run: _Run, child: _Child | None, channel: ChildChannel | None
@@ -422,11 +553,21 @@ class Bridge:
                     status = await child.wait(REAP_TIMEOUT_S)
             except (ZygoteError, TimeoutError, ScriptBridgeError) as exc:
                 log.error("couldn't reap child %d of run %s: %s", child.pid, run.id, exc)
-        shutil.rmtree(run.dir / "refs", ignore_errors=True)
+        refs = run.dir / "refs"
+        try:
+            os.rmdir(refs)  # the usual case: nothing was fetched
+        except FileNotFoundError:
+            pass
+        except OSError:
+            shutil.rmtree(refs, ignore_errors=True)
         run.linked.clear()
-        out = run.dir / "out"
-        if out.is_dir() and not any(out.iterdir()):
+        try:
+            os.rmdir(run.dir / "out")  # only when the script left nothing there
+        except OSError:
+            pass
+        else:
             shutil.rmtree(run.dir, ignore_errors=True)
+        self._spares_wanted.set()  # replace the spare this run may have taken, now
         return status
 
     # --- the conversation -------------------------------------------------------------------
@@ -435,10 +576,16 @@ class Bridge:
         self, run: _Run, channel: ChildChannel, source: str, inputs: dict[str, Any]
     ) -> tuple[Any, ScriptError | None]:
         """Serve the child until it says it is done; returns (value, error)."""
-        with trio.move_on_after(READY_TIMEOUT_S) as ready_wait:
-            first = await channel.receive()
-        if ready_wait.cancelled_caught:
-            raise _RunEnded("SandboxCrashed", "the sandbox didn't report ready in time")
+        first: object = run.ready  # a spare's, read ahead
+        if first is None:
+            with trio.move_on_after(READY_TIMEOUT_S) as ready_wait:
+                first = await channel.receive()
+            if ready_wait.cancelled_caught:
+                raise _RunEnded("SandboxCrashed", "the sandbox didn't report ready in time")
+        if first is None:  # it ended before a word: its exit status tells why
+            return _NO_ENDING, None
+        if isinstance(first, RunError) and first.phase == "setup":
+            raise _RunEnded("SandboxCrashed", f"couldn't start: {_one_line(first.message)}")
         if not isinstance(first, Ready):
             raise ProtocolViolation(f"expected ready first, got {_op(first)}")
         if first.protocol != PROTOCOL_VERSION:
@@ -465,6 +612,11 @@ class Bridge:
             raise _RunEnded("SandboxCrashed", "the sandbox closed its channel") from exc
         while True:
             message = await channel.receive()
+            call_id = getattr(message, "call_id", None)
+            if call_id is not None:  # a request: acted on only with the id that is due
+                if call_id != run.next_call_id:
+                    raise ProtocolViolation(f"call id {call_id} where {run.next_call_id} was due")
+                run.next_call_id += 1
             match message:
                 case None:
                     return _NO_ENDING, None
@@ -514,10 +666,18 @@ class Bridge:
                     await channel.send(ToolResults(call_id=call_id, results=failed))
                 else:
                     await channel.send(ToolFailed(call_id=call_id, message=reason))
+        except ProtocolError as exc:  # even its failures don't fit: a batch too large to answer
+            raise _RunEnded(
+                "ToolCallsExceeded",
+                "the script's batch of tool calls can't be answered, even as failures, within "
+                f"this run's {channel.limit}-byte message limit",
+            ) from exc
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # the child is gone; its exit status tells why
 
     def _output(self, run: _Run, text: str) -> None:
+        if not text:  # nothing to keep: a flood of empty frames must not grow the list
+            return
         room = run.limits.max_output_bytes - run.stdout_bytes
         data = text.encode("utf-8", "replace")
         if len(data) > room:
@@ -577,6 +737,10 @@ class Bridge:
             text = lanes.stored_copy(result, self.registry).strip()
             return False, (text or f"the tool {name} failed")[:TOOL_ERROR_MAX_CHARS]
         view = render_script_view(result, self.registry)
+        try:
+            check_plain(view)  # what a message may carry (values, depth): else no message
+        except ValueError as exc:
+            return False, f"its result can't be handed to a script: {exc}"
         run.given_ids.update(_reference_ids(view))
         return True, view
 
@@ -631,8 +795,23 @@ def _crash_error(status: ChildExit, limits: Limits) -> ScriptError:
         return ScriptError(
             type="MemoryExceeded", message=f"the script used its {limits.memory_mb} MiB of memory"
         )
-    how = f"signal {signal.Signals(-code).name}" if code < 0 else f"status {code}"
+    try:
+        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"status {code}"
+    except ValueError:  # a real-time signal has no name
+        how = f"signal {-code}"
     return ScriptError(type="SandboxCrashed", message=f"the sandbox process ended with {how}")
+
+
+def _make_run_dir(directory: Path) -> None:
+    """Make a run's (or a spare's) directory with its ``refs/`` and ``out/``, if missing."""
+    if not directory.is_dir():
+        (directory / "refs").mkdir(parents=True)
+        (directory / "out").mkdir()
+
+
+def _child_limits(limits: Limits) -> ChildLimits:
+    """The OS limits a child for a run with ``limits`` is forked with."""
+    return ChildLimits(cpu_s=limits.cpu_s, memory_mb=limits.memory_mb)
 
 
 def _one_line(text: str) -> str:

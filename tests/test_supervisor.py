@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import pathlib
-import subprocess
 import sys
 import textwrap
 from collections.abc import AsyncIterator
@@ -12,13 +11,21 @@ from typing import Any
 
 import pytest
 import trio
+from hostile_children import (
+    ChildEnd,
+    HostileBridge,
+    PipeChild,
+    ProcessChild,
+    descendants,
+    frame,
+    ready_body,
+)
 from loopback_http import LoopbackServer, body, stall, start_server
 
-from sandbox._zygote import ChildExit
 from scriptbridge import markers
 from scriptbridge._limits import Limits, ScriptResult
 from scriptbridge._mcp import McpServer
-from scriptbridge._supervisor import Bridge, _Child, _Run
+from scriptbridge._supervisor import Bridge, _Run
 from scriptbridge._tools import python_tool
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -28,24 +35,6 @@ HOSTILE_SERVER = str(ROOT / "tests" / "servers" / "hostile_server.py")
 
 def script(text: str) -> str:
     return textwrap.dedent(text).strip() + "\n"
-
-
-def descendants(pid: int) -> set[int]:
-    """Live (non-zombie) descendants of ``pid``, read from /proc."""
-    parents: dict[int, int] = {}
-    for entry in pathlib.Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] != "Z":
-                parents[int(entry.name)] = int(fields[1])
-    found, frontier = set(), {pid}
-    while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier}
-        found |= frontier
-    return found
 
 
 @pytest.fixture
@@ -241,7 +230,8 @@ async def test_cancelling_a_run_leaves_no_process(bridge: Bridge) -> None:
     zygote = bridge._zygote.pid
     with trio.move_on_after(1.0):
         await bridge.run("while True:\n    pass\n", limits=Limits(wall_s=30, cpu_s=30))
-    assert descendants(zygote) == set()
+    spares = {spare.child.pid for spare in bridge._spares}  # idle, waiting for a run
+    assert descendants(zygote) <= spares
     assert list((bridge.workspace.root / "runs").iterdir()) == []
 
 
@@ -294,63 +284,6 @@ async def test_closing_the_bridge_leaves_nothing(tmp_path: pathlib.Path) -> None
 
 # --- hostile children: real processes on the run's real pipes -------------------------------
 
-HOSTILE_PRELUDE = """
-import msgpack, os, struct, sys, time
-out = int(sys.argv[1]); inp = int(sys.argv[2])
-def frame(body):
-    data = msgpack.packb(body)
-    os.write(out, struct.pack(">I", len(data)) + data)
-def ready():
-    frame({"op": "ready", "protocol": 1, "pid": os.getpid(), "isolation": [], "skipped": []})
-"""
-
-HOSTILE_ACTS = {
-    "garbage": "os.write(out, b'\\xff' * 64); time.sleep(30)",
-    "huge_prefix": "os.write(out, struct.pack('>I', 4 * 2**30 - 1)); time.sleep(30)",
-    "unknown_op": "ready(); frame({'op': 'launch', 'call_id': 1}); time.sleep(30)",
-    "foreign_id": "ready(); os.read(inp, 65536); "
-    "frame({'op': 'fetch', 'call_id': 1, 'ref_id': 'ref_000000000000'}); time.sleep(30)",
-    "ready_twice": "ready(); ready(); time.sleep(30)",
-    "silent_exit": "ready(); os.read(inp, 65536); sys.exit(3)",
-}
-
-
-class HostileChild(_Child):
-    """A real process in a child's place, writing what a hostile sandbox would."""
-
-    def __init__(self, act: str) -> None:
-        child_r, self.to_child = os.pipe()
-        self.from_child, child_w = os.pipe()
-        code = HOSTILE_PRELUDE + HOSTILE_ACTS[act]
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", code, str(child_w), str(child_r)],
-            pass_fds=(child_w, child_r),
-        )
-        os.close(child_r)
-        os.close(child_w)
-        self.pid = self.process.pid
-
-    async def wait(self, timeout: float) -> ChildExit:
-        try:
-            code = await trio.to_thread.run_sync(self.process.wait, timeout)
-        except subprocess.TimeoutExpired as exc:
-            raise TimeoutError from exc
-        return ChildExit(self.pid, code, 0.0, 0)
-
-    async def kill(self) -> None:
-        self.process.kill()
-
-
-class HostileBridge(Bridge):
-    """A bridge whose next child is hostile while ``act`` is set, a real sandbox otherwise."""
-
-    act: str | None = None
-
-    async def _spawn(self, run: _Run) -> _Child:
-        if self.act is None:
-            return await super()._spawn(run)
-        return HostileChild(self.act)
-
 
 @pytest.mark.parametrize(
     ("act", "kind"),
@@ -369,11 +302,9 @@ async def test_hostile_child_ends_its_run_and_nothing_else(
     """A child that writes garbage, a 4 GiB prefix, an unknown op, a foreign id or exits
     silently ends its own run with the right error; the bridge stays healthy."""
     async with HostileBridge(tmp_path / "ws") as bridge:
-        bridge.act = act
-        with trio.fail_after(20):
+        with trio.fail_after(20), bridge.hostile(lambda: ProcessChild(act)):
             result = await bridge.run("1\n")
         assert result.error is not None and result.error.type == kind, result.error
-        bridge.act = None
         assert (await bridge.run("2 + 2\n")).value == 4
 
 
@@ -401,3 +332,133 @@ async def test_inputs_that_are_not_plain_data_are_refused(bridge: Bridge) -> Non
     with pytest.raises(ValueError, match="inputs must be plain data"):
         await bridge.run("1\n", inputs={"when": object()})
     assert bridge.progress() == []
+
+
+@pytest.mark.parametrize(
+    ("act", "message"),
+    [
+        ("exit_before_ready", "status 3"),
+        ("realtime_signal", "signal 40"),
+    ],
+)
+async def test_a_child_that_dies_without_a_word_is_a_crash(
+    tmp_path: pathlib.Path, act: str, message: str
+) -> None:
+    """A child that exits before ready, or dies by a signal that has no name (a real-time one),
+    ends its run as SandboxCrashed with its exit status; run doesn't raise."""
+    async with HostileBridge(tmp_path / "ws") as bridge:
+        with trio.fail_after(20), bridge.hostile(lambda: ProcessChild(act)):
+            result = await bridge.run("1\n")
+        assert result.error is not None and result.error.type == "SandboxCrashed", result.error
+        assert message in result.error.message
+
+
+async def test_a_child_that_couldnt_set_up_is_a_crash(
+    tmp_path: pathlib.Path, nursery: trio.Nursery
+) -> None:
+    """A child whose first message is a setup error (isolation failed) ends its run as
+    SandboxCrashed with the child's reason, not as a protocol violation."""
+
+    async def act(end: ChildEnd) -> int:
+        await end.send({"op": "error", "type": "SandboxSetupFailed", "message": "no landlock",
+                        "phase": "setup"})  # fmt: skip
+        return 71
+
+    async with HostileBridge(tmp_path / "ws") as bridge:
+        with trio.fail_after(20), bridge.hostile(lambda: PipeChild(nursery, act)):
+            result = await bridge.run("1\n")
+    assert result.error is not None and result.error.type == "SandboxCrashed", result.error
+    assert "no landlock" in result.error.message
+
+
+@pytest.mark.parametrize("call_ids", [[7], [1, 1], [1, 3]])
+async def test_call_ids_out_of_sequence_are_violations(
+    tmp_path: pathlib.Path, nursery: trio.Nursery, call_ids: list[int]
+) -> None:
+    """A request whose call id isn't the next one due (1, 2, ...) ends the run with
+    ProtocolViolation before the tool is called."""
+    called: list[int] = []
+
+    async def count() -> str:
+        called.append(1)
+        return "ok"
+
+    async def act(end: ChildEnd) -> int:
+        await end.send(ready_body())
+        await end.receive()  # start
+        for call_id in call_ids:
+            await end.send({"op": "call_tool", "call_id": call_id, "name": "count", "args": {}})
+            if await end.receive() is None:
+                break
+        await end.close_output()
+        await end.host_closed.wait()
+        return 0
+
+    async with HostileBridge(tmp_path / "ws") as bridge:
+        bridge.add_tool(python_tool(count))
+        with trio.fail_after(20), bridge.hostile(lambda: PipeChild(nursery, act)):
+            result = await bridge.run("1\n")
+    assert result.error is not None and result.error.type == "ProtocolViolation", result.error
+    assert len(called) == len(call_ids) - 1
+
+
+async def test_empty_output_frames_hold_no_host_memory(
+    tmp_path: pathlib.Path, nursery: trio.Nursery
+) -> None:
+    """A flood of empty output messages keeps no entry per message on the host: what a run
+    holds of its output is bounded by max_output_bytes, not by the number of frames."""
+    flood = frame({"op": "output", "text": ""}) * 20_000
+
+    async def act(end: ChildEnd) -> int:
+        await end.send(ready_body())
+        await end.receive()  # start
+        await end.write(flood + frame({"op": "output", "text": "x"}))
+        await end.send({"op": "done", "value": 1})
+        await end.host_closed.wait()
+        return 0
+
+    class Counting(HostileBridge):
+        most = 0
+
+        def _output(self, run: _Run, text: str) -> None:
+            super()._output(run, text)
+            self.most = max(self.most, len(run.stdout))
+
+    async with Counting(tmp_path / "ws") as bridge:
+        with trio.fail_after(20), bridge.hostile(lambda: PipeChild(nursery, act)):
+            result = await bridge.run("1\n")
+    assert result.ok and result.stdout == "x", result
+    assert bridge.most <= 1
+
+
+async def test_a_tool_view_too_large_for_the_channel_is_a_tool_error(bridge: Bridge) -> None:
+    """A tool result whose script view holds more values than a message may carry gives the
+    script a ToolError (alone or in a batch); run doesn't raise."""
+    wide = {f"k{n}": n for n in range(500_001)}
+    bridge.add_tool(python_tool(lambda: {"content": [], "structuredContent": wide}, name="wide"))
+    result = await bridge.run(
+        script("""
+        failures = []
+        for attempt in (lambda: call_tool("wide", {}), lambda: call_tools([("wide", {})])):
+            try:
+                attempt()
+            except ToolError as exc:
+                failures.append(str(exc))
+        failures
+    """)
+    )
+    assert result.ok, result.error
+    assert len(result.value) == 2
+    assert all("more than 1000000 values" in text for text in result.value)
+
+
+async def test_a_batch_whose_failures_dont_fit_a_message_ends_the_run(bridge: Bridge) -> None:
+    """A batch whose answers, even as failures, can't fit the message limit ends the run with
+    ToolCallsExceeded; run doesn't raise, and the next run works."""
+    bridge.add_tool(python_tool(lambda: "x" * 100, name="hundred"))
+    result = await bridge.run(
+        "call_tools([('hundred', {})] * 40)\n", limits=Limits(max_message_bytes=1024)
+    )
+    assert result.error is not None and result.error.type == "ToolCallsExceeded", result.error
+    assert "1024-byte message limit" in result.error.message
+    assert (await bridge.run("2 + 2\n")).value == 4

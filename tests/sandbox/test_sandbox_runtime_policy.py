@@ -1,0 +1,74 @@
+"""Tests of the runtime's compile policy for augmented assignment, priming and the hard exit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from sandbox._runtime import compile_script, prime
+from sandbox.protocol import RunError
+from sandbox.testing import RunRecord
+
+Run = Callable[..., RunRecord]
+
+
+def test_augmented_assignment_of_names_is_native() -> None:
+    """``name += value`` compiles to an in-place operator, with no hook call."""
+    compiled = compile_script("total = 0\nfor i in range(3):\n    total += i\n", restricted=True)
+    assert not isinstance(compiled, RunError)
+    body, _ = compiled
+    assert "_inplacevar_" not in body.co_names
+
+
+def test_augmented_assignment_keeps_every_check() -> None:
+    """Attribute and item targets, and names starting with ``_``, are still refused."""
+    for source in ("a.b += 1\n", "a[0] += 1\n", "_x = 1\n_x += 1\n", "y = 1\ny += _z\n"):
+        assert isinstance(compile_script(source, restricted=True), RunError), source
+
+
+def test_augmented_assignment_runs(run: Run) -> None:
+    """Every augmented operator on a name gives what Python gives."""
+    record = run(
+        "a = 7\na += 2\na -= 1\na *= 3\na //= 5\na %= 3\na **= 3\na <<= 2\na >>= 1\n"
+        "a |= 1\na ^= 3\na &= 6\nb = [1]\nb += [2]\nc = 7\nc /= 2\n[a, b, c]\n"
+    )
+    assert record.ok, record.final
+    a = 7
+    a += 2
+    a -= 1
+    a *= 3
+    a //= 5
+    a %= 3
+    a **= 3
+    a <<= 2
+    a >>= 1
+    a |= 1
+    a ^= 3
+    a &= 6
+    assert record.value == [a, [1, 2], 3.5]
+
+
+def test_prime_never_raises() -> None:
+    """Priming runs its own tiny conversation in-process and returns quietly."""
+    prime()
+    prime()
+
+
+def test_no_script_code_runs_after_done(run: Run, workspace: Path) -> None:
+    """A suspended generator's ``finally`` (freed after the last message) never runs: the
+    child exits right after ``done``."""
+    record = run(
+        "def late():\n"
+        "    try:\n"
+        "        yield 1\n"
+        "    finally:\n"
+        "        write_text('out/late.txt', 'ran after done')\n"
+        "def make():\n"
+        "    held = late()\n"
+        "    next(held)\n"
+        "    return [held]\n"  # held by the value only: freed once the value is released
+        "make()\n"
+    )
+    assert record.ok and record.final is not None
+    assert record.exit is not None and record.exit.returncode == 0
+    assert not (workspace / "out" / "late.txt").exists()

@@ -1,0 +1,100 @@
+"""Tests of the Bridge's spare children: forked ahead, used once, bound to their own directory."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from collections.abc import AsyncIterator
+
+import pytest
+import trio
+
+from scriptbridge._limits import Limits
+from scriptbridge._supervisor import SPARE_CHILDREN, SPARES_DIR, Bridge, _Child, _Run
+
+
+@pytest.fixture
+async def bridge(tmp_path: pathlib.Path) -> AsyncIterator[Bridge]:
+    async with Bridge(tmp_path / "ws") as bridge:
+        yield bridge
+
+
+async def spares_ready(bridge: Bridge) -> list[int]:
+    """The spares' pids, once all of them are ready."""
+    with trio.fail_after(20):
+        while len(bridge._spares) < SPARE_CHILDREN:
+            await trio.sleep(0.01)
+    return [spare.child.pid for spare in bridge._spares]
+
+
+async def test_a_run_takes_a_ready_spare_and_it_is_replaced(bridge: Bridge) -> None:
+    """A run gets a spare (isolated, its ready already read); another is forked after it."""
+    pids = await spares_ready(bridge)
+    result = await bridge.run("write_text('out/a.txt', 'x')\n1 + 1\n")
+    assert result.ok and result.value == 2
+    assert result.isolation and result.isolation[0] == "restricted-python"
+    assert result.outputs and result.outputs[0].startswith("runs/")
+    new = await spares_ready(bridge)
+    assert pids[0] not in new  # that spare served its run and is gone
+    assert (bridge.workspace.root / result.outputs[0]).read_text() == "x"
+
+
+class RecordingBridge(Bridge):
+    """A bridge that notes the pid of every child it hands a run."""
+
+    pids: list[int]
+
+    async def _spawn(self, run: _Run) -> _Child:
+        child = await super()._spawn(run)
+        self.pids.append(child.pid)
+        return child
+
+
+async def test_every_run_gets_a_process_of_its_own(tmp_path: pathlib.Path) -> None:
+    """Sequential and concurrent runs never share a child: a spare serves one run."""
+    async with RecordingBridge(tmp_path / "ws") as bridge:
+        bridge.pids = []
+        await spares_ready(bridge)
+        for _ in range(3):
+            assert (await bridge.run("1\n")).ok
+        async with trio.open_nursery() as nursery:
+            for _ in range(5):
+                nursery.start_soon(bridge.run, "2\n")
+        assert len(bridge.pids) == 8
+        assert len(set(bridge.pids)) == 8
+
+
+async def test_a_run_cannot_see_a_spares_directory(bridge: Bridge) -> None:
+    """A run's child reads only its own run directory: the spares' are elsewhere."""
+    await spares_ready(bridge)
+    spares = bridge.workspace.root / SPARES_DIR
+    assert len(list(spares.iterdir())) == SPARE_CHILDREN
+    result = await bridge.run(f"read_text('../{SPARES_DIR}/x/out/a')\n")
+    assert result.error is not None and result.error.type == "PermissionError"
+
+
+async def test_other_limits_fork_their_own_child(bridge: Bridge) -> None:
+    """A run whose OS limits differ from the bridge's doesn't take a spare."""
+    pids = await spares_ready(bridge)
+    result = await bridge.run("2\n", limits=Limits(cpu_s=3))
+    assert result.ok and result.value == 2
+    assert [spare.child.pid for spare in bridge._spares] == pids
+
+
+async def test_a_dead_spare_is_never_handed_out(bridge: Bridge) -> None:
+    """A spare that died while waiting is dropped; the run gets a live child."""
+    pids = await spares_ready(bridge)
+    os.kill(pids[0], 9)
+    link = bridge._live_link()
+    with trio.fail_after(10):
+        while not link.exited(pids[0]):
+            await trio.sleep(0.01)
+    result = await bridge.run("3\n")
+    assert result.ok and result.value == 3
+
+
+async def test_closing_removes_the_spares(tmp_path: pathlib.Path) -> None:
+    """After the bridge closes no spare directory (nor .spares/) is left."""
+    async with Bridge(tmp_path / "ws") as bridge:
+        await spares_ready(bridge)
+    assert not (tmp_path / "ws" / SPARES_DIR).exists()
