@@ -18,6 +18,15 @@ Modes (``disable`` of the spawn):
                   shows that the case really attempts what it claims (a typo can't pass as a
                   block).
 
+Layer independence (:func:`test_the_other_layer_alone`): every attack also runs with its own
+category's layer off and the other one on (a language attack with the language layer off, an
+OS attack with the OS layers off), to find the attacks that only one layer stops. Those are
+pinned in :data:`ONE_LAYER` (and listed by name in ``SECURITY.md``): every other attack must be
+blocked there too, so a layer that silently stops covering for the other fails the suite. Two
+memory bombs are not run with the OS layers off (nothing else bounds memory, and they would
+really take the machine's memory); they are in :data:`ONE_LAYER` by construction. The
+end-of-run summary prints blocked counts per category and configuration, and this list.
+
 Persistence attacks run a ``setup`` script first, then the attack in a fresh child; both in the
 mode under test.
 """
@@ -78,6 +87,8 @@ class Attack:
     source: str
     control: bool = True
     setup: str | None = None
+    unsafe_alone: bool = False
+    """Not run with its own layer off: unstopped, it would really harm the machine."""
 
 
 def attack(name: str, category: str, source: str, **kwargs: Any) -> Attack:
@@ -448,12 +459,14 @@ ATTACKS = [
         "resources",
         "x = bytearray(2 ** 34)\n'ESCAPED'",
         control=False,
+        unsafe_alone=True,  # 16 GiB, zero-filled
     ),
     attack(
         "string-memory-bomb",
         "resources",
         "x = 'a' * 2 ** 31\n'ESCAPED'",
         control=False,
+        unsafe_alone=True,  # 2 GiB
     ),
     attack(
         "deep-recursion",
@@ -567,6 +580,41 @@ def cases() -> list[Any]:
     return params
 
 
+ONE_LAYER: frozenset[str] = frozenset(
+    {
+        # Pure introspection: reaching a frame, a function's globals or a class is not a
+        # system call, so no OS layer can see it; the OS layers stop what would come after.
+        *("subclasses-walk", "mro-to-object", "function-globals", "closure-cells"),
+        *("bound-method-self", "print-self", "class-of-inputs", "exception-class-init"),
+        *("tools-namespace-internals", "proxy-internals"),
+        *("format-attribute-walk", "format-function-globals", "format-map"),
+        *("format-through-the-type", "f-string-attribute"),
+        *("traceback-frame-globals", "tool-error-traceback", "exception-context"),
+        *("traceback-without-dunder", "generator-frame", "generator-code"),
+        *("generator-frame-locals", "yield-from-target", "coroutine-frame"),
+        "async-generator-frame",
+        # Resources only the rlimits bound: no language check counts CPU, bytes written or
+        # memory (the two memory bombs are not run without the OS layers; see the module doc).
+        *("cpu-loop", "disk-fill", "memory-bomb", "string-memory-bomb"),
+    }
+)
+"""Attacks that only their own category's layer stops (see the module doc)."""
+
+
+def other_layer_cases() -> list[Any]:
+    """(attack, mode) pairs with the attack's own layer off and the other layer on."""
+    params = []
+    for case in ATTACKS:
+        mode = "os-off" if case.category in OS else "language-off"
+        marks = (
+            [pytest.mark.skip(reason="unsafe without its own layer")] if case.unsafe_alone else []
+        )
+        params.append(
+            pytest.param(case, mode, id=f"{mode}-{case.category}-{case.name}", marks=marks)
+        )
+    return params
+
+
 def test_suite_size() -> None:
     """The suite holds at least 50 distinct attacks across every category."""
     assert len({case.name for case in ATTACKS}) == len(ATTACKS) >= 50
@@ -615,7 +663,11 @@ def echo(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_attack(
-    zygote: ZygoteProcess, case: Attack, mode: str, environment: dict[str, Any]
+    zygote: ZygoteProcess,
+    case: Attack,
+    mode: str,
+    environment: dict[str, Any],
+    timeout: float = 20,
 ) -> RunRecord:
     """Run the attack (after its setup, if any) in ``mode``; return the attack's record."""
 
@@ -629,7 +681,7 @@ def run_attack(
             limits=ChildLimits(cpu_s=1, memory_mb=256, max_file_bytes=16 * 2**20),
             run_limits=RunLimits(max_output_bytes=1_000_000, max_tool_calls=100),
             disable=MODES[mode],
-            timeout=20,
+            timeout=timeout,
         )
 
     if case.setup is not None:
@@ -647,12 +699,11 @@ def test_attack(
 ) -> None:
     """The attack is blocked (or, in control mode, really succeeds unprotected)."""
     record = run_attack(security_zygote, case, mode, environment)
-    escaped = record.value == "ESCAPED" or environment["marker"].exists()
-    verdict = "escaped" if escaped else "blocked"
-    if record.host_error == "WallTimeExceeded":
-        verdict = "not stopped by the sandbox"
+    verdict = verdict_of(record, environment)
     record_property("security_mode", mode)
     record_property("security_verdict", verdict)
+    record_property("security_category", case.category)
+    record_property("security_case", case.name)
     detail = f"{record.final!r} {record.host_error} {record.exit}"
     if mode == "control":
         assert verdict == "escaped", f"the attack did not work even unprotected: {detail}"
@@ -660,3 +711,44 @@ def test_attack(
         assert verdict == "blocked", detail
         assert not environment["outside"].exists()
         assert record.exit is not None
+
+
+def verdict_of(record: RunRecord, environment: dict[str, Any]) -> str:
+    """``escaped``, ``blocked``, or ``not stopped by the sandbox`` (the suite's deadline hit)."""
+    if record.host_error == "WallTimeExceeded":
+        return "not stopped by the sandbox"
+    escaped = record.value == "ESCAPED" or environment["marker"].exists()
+    return "escaped" if escaped else "blocked"
+
+
+@pytest.mark.parametrize(("case", "mode"), other_layer_cases())
+def test_the_other_layer_alone(
+    case: Attack,
+    mode: str,
+    security_zygote: ZygoteProcess,
+    environment: dict[str, Any],
+    record_property: Any,
+) -> None:
+    """With the attack's own layer off, the other layer alone blocks it, unless it is one of
+    the attacks pinned as stopped by one layer only."""
+    record = run_attack(security_zygote, case, mode, environment, timeout=3)
+    verdict = verdict_of(record, environment)
+    record_property("security_mode", mode)
+    record_property("security_verdict", verdict)
+    record_property("security_category", case.category)
+    record_property("security_case", case.name)
+    record_property("security_other_layer", True)
+    detail = f"{verdict}: {record.final!r} {record.host_error} {record.exit}"
+    if case.name in ONE_LAYER:
+        assert verdict != "blocked", f"now blocked by the other layer too: {detail}"
+    else:
+        assert verdict == "blocked", f"only one layer stops it now: {detail}"
+    assert record.exit is not None
+
+
+def test_one_layer_list_matches_security_md() -> None:
+    """SECURITY.md lists by name exactly the attacks that only one layer stops."""
+    text = (Path(__file__).resolve().parents[2] / "SECURITY.md").read_text()
+    section = text.split("<!-- one-layer:start -->", 1)[1].split("<!-- one-layer:end -->", 1)[0]
+    listed = {line.split("`")[1] for line in section.splitlines() if line.startswith("- `")}
+    assert listed == set(ONE_LAYER)
