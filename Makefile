@@ -22,5 +22,9 @@ test: lint
 demo: $(STAMP)
 	$(BIN)/scriptbridge demo
 
+bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	$(BIN)/python benchmarks/compare.py
+
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache .hypothesis
