@@ -39,7 +39,6 @@ import importlib
 import itertools
 import json
 import math
-import operator
 import random
 import re
 import statistics
@@ -160,36 +159,6 @@ def guarded_write(obj: Any) -> Any:
     return obj
 
 
-_INPLACE: Final[Mapping[str, Callable[[Any, Any], Any]]] = {
-    "+=": operator.iadd,
-    "-=": operator.isub,
-    "*=": operator.imul,
-    "/=": operator.itruediv,
-    "//=": operator.ifloordiv,
-    "%=": operator.imod,
-    "**=": operator.ipow,
-    "<<=": operator.ilshift,
-    ">>=": operator.irshift,
-    "|=": operator.ior,
-    "^=": operator.ixor,
-    "&=": operator.iand,
-    "@=": operator.imatmul,
-}
-
-
-def guarded_inplacevar(op: str, target: Any, value: Any) -> Any:
-    """Return ``target <op> value`` for an augmented assignment (the ``_inplacevar_`` hook).
-
-    Raises:
-        ValueError: ``op`` is not an augmented-assignment operator.
-    """
-    try:
-        function = _INPLACE[op]
-    except KeyError:
-        raise ValueError(f"unknown in-place operator {op!r}") from None
-    return function(target, value)
-
-
 def guarded_apply(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Call ``function(*args, **kwargs)`` (the ``_apply_`` hook for star-argument calls)."""
     return function(*args, **kwargs)
@@ -213,7 +182,6 @@ def guard_hooks() -> dict[str, Any]:
         "_getitem_": guarded_getitem,
         "_getiter_": guarded_getiter,
         "_write_": guarded_write,
-        "_inplacevar_": guarded_inplacevar,
         "_apply_": guarded_apply,
         "_iter_unpack_sequence_": _iter_unpack_sequence,
         "_unpack_sequence_": _unpack_sequence,

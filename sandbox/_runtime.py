@@ -23,8 +23,8 @@ Choices made where the spec is silent (documented here, tested in ``tests/sandbo
   ``refs/`` and ``out/``, writes under ``out/`` only (parents are created); the resolved path
   must stay in that directory, and the last component is never followed if it is a symlink.
 - Every string sent to the host is made well formed (a lone surrogate becomes U+FFFD).
-- ``name <op>= value`` compiles to a native in-place operation: RestrictedPython would call the
-  ``_inplacevar_`` hook, which here only applies the same operator (see :class:`_Policy`).
+- ``name <op>= value`` compiles to a native in-place operation, where RestrictedPython would
+  call an ``_inplacevar_`` hook that could only apply the same operator (see :class:`_Policy`).
   Augmented assignment of attributes and items is refused, as RestrictedPython does.
 """
 
@@ -613,8 +613,8 @@ class _Policy(RestrictingNodeTransformer):
     """RestrictedPython's policy with one rewrite left out: ``name <op>= value`` stays a native
     in-place operation instead of becoming ``name = _inplacevar_("<op>=", name, value)``.
 
-    The hook only applied the same operator (``sandbox._guards.guarded_inplacevar`` checks
-    nothing else), so the behaviour is the same, but a loop's ``total += i`` no longer costs a
+    That hook could only apply the same operator (it checked nothing else, and no longer
+    exists), so the behaviour is the same, but a loop's ``total += i`` no longer costs a
     Python call per iteration. Every check still runs: the target name and the value are
     visited as before, and augmented assignment of attributes and items is still refused.
     """

@@ -152,15 +152,6 @@ def test_write_guard() -> None:
         assert write(target) is target
 
 
-def test_inplace_operators() -> None:
-    """``_inplacevar_`` applies each augmented operator."""
-    inplace = guard_hooks()["_inplacevar_"]
-    assert inplace("+=", [1], [2]) == [1, 2]
-    assert inplace("//=", 7, 2) == 3
-    with pytest.raises(ValueError):
-        inplace("=", 1, 2)
-
-
 def test_proxy_has_no_module_identity() -> None:
     """A proxy has no ``__name__``/``__path__``/``__spec__``, so ``from m import x`` can't
     fall back to a real submodule in ``sys.modules``."""
