@@ -13,6 +13,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hostile_strategies import (
+    CREDENTIAL_URIS,
+    DISPOSITIONS,
+    EMB_URIS,
+    HOSTILE_TEXT,
+    MIMES,
+    REF_URIS,
+    SCALARS,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -27,46 +36,10 @@ from scriptbridge.lanes import (
     withheld_copy,
 )
 
-HOSTILE_TEXT = st.text(
-    alphabet=st.characters(
-        categories=["L", "N", "P", "Zs", "Cc", "Cf", "Cs"], exclude_characters=":"
-    ),
-    max_size=12,
-)
-REF_URIS = st.integers(0, 30).map(lambda n: f"ref:{n:03d}/x")
-EMB_URIS = st.integers(0, 30).map(lambda n: f"emb:{n:03d}/x")
-CREDENTIAL_URIS = st.sampled_from(
-    ["https://user:pw@h/ref:900/x", "https://h/ref:901/x?sig=1", "https://h/ref:902/x#f"]
-)
 ALL_URIS = (
     [f"ref:{n:03d}/x" for n in range(31)]
     + [f"emb:{n:03d}/x" for n in range(31)]
     + ["ref:900/x", "ref:901/x", "ref:902/x", "pw@", "sig=1"]
-)
-SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.floats(), HOSTILE_TEXT, st.binary(max_size=4)
-)
-DISPOSITIONS = st.one_of(
-    st.sampled_from(["never", "NEVER", " never ", "ref", "", "inline", None, False, 0]), SCALARS
-)
-MIMES = st.one_of(
-    st.sampled_from(
-        [
-            "image/png",
-            "Image/PNG",
-            "audio/wav",
-            "application/pdf",
-            "image",
-            "image/",
-            "image/svg+xml",
-            "text/plain",
-            "",
-            "image/\u202epng",
-            "image/p\ud800ng",
-        ]
-    ),
-    HOSTILE_TEXT,
-    SCALARS,
 )
 DATA = st.one_of(st.sampled_from(["", "AAAA", "iVBORw0KGgo=", "A" * 400, " "]), SCALARS)
 _ABSENT = object()

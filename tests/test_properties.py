@@ -10,6 +10,15 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from hostile_strategies import (
+    CREDENTIAL_URIS,
+    DISPOSITIONS,
+    EMB_URIS,
+    HOSTILE_TEXT,
+    MIMES,
+    REF_URIS,
+    SCALARS,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,39 +32,6 @@ from scriptbridge import (
 from scriptbridge._render import render_withheld_view
 from scriptbridge._walk import MAX_DEPTH
 from scriptbridge.lanes import convert_push, live_copy, stored_copy, withheld_copy
-
-HOSTILE_TEXT = st.text(
-    alphabet=st.characters(categories=["L", "N", "P", "Zs", "Cc", "Cf", "Cs"]), max_size=12
-)
-REF_URIS = st.integers(0, 30).map(lambda n: f"ref:{n:03d}/x")
-EMB_URIS = st.integers(0, 30).map(lambda n: f"emb:{n:03d}/x")
-CREDENTIAL_URIS = st.sampled_from(
-    ["https://user:pw@h/ref:900/x", "https://h/ref:901/x?sig=1", "https://h/ref:902/x#fr4gment"]
-)
-ANY = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.floats(), HOSTILE_TEXT, st.binary(max_size=4)
-)
-DISPOSITIONS = st.one_of(
-    st.sampled_from(["never", "NEVER", " never ", "ref", "", "inline", None]), ANY
-)
-MIMES = st.one_of(
-    st.sampled_from(
-        [
-            "image/png",
-            "Image/PNG",
-            "audio/wav",
-            "application/pdf",
-            "image",
-            "image/",
-            "image/svg+xml",
-            "text/plain",
-            "",
-            "image/\u202epng",
-        ]
-    ),
-    HOSTILE_TEXT,
-    ANY,
-)
 
 
 def maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -75,20 +51,20 @@ def blocks(draw: st.DrawFn, kinds: tuple[Any, ...] = (*BLOCK_KINDS, "video", 5))
     kind = draw(st.sampled_from(kinds))
     fields: dict[str, Any] = {"type": kind}
     candidates: dict[str, st.SearchStrategy[Any]] = {
-        "text": st.one_of(HOSTILE_TEXT, ANY),
-        "data": st.one_of(st.sampled_from(["", "AAAA", "iVBORw0KGgo="]), ANY),
-        "uri": st.one_of(REF_URIS, CREDENTIAL_URIS, st.sampled_from(["", None]), ANY),
+        "text": st.one_of(HOSTILE_TEXT, SCALARS),
+        "data": st.one_of(st.sampled_from(["", "AAAA", "iVBORw0KGgo="]), SCALARS),
+        "uri": st.one_of(REF_URIS, CREDENTIAL_URIS, st.sampled_from(["", None]), SCALARS),
         "mimeType": MIMES,
-        "name": st.one_of(HOSTILE_TEXT, ANY),
-        "size": st.one_of(st.integers(-5, 10**12), ANY),
+        "name": st.one_of(HOSTILE_TEXT, SCALARS),
+        "size": st.one_of(st.integers(-5, 10**12), SCALARS),
         "disposition": DISPOSITIONS,
-        "id": st.one_of(st.sampled_from(["ref_forged", ""]), ANY),
+        "id": st.one_of(st.sampled_from(["ref_forged", ""]), SCALARS),
         "resource": st.one_of(
             st.fixed_dictionaries(
                 {"uri": st.one_of(EMB_URIS, REF_URIS, st.just(""))},
                 optional={
-                    "text": st.one_of(HOSTILE_TEXT, ANY),
-                    "blob": st.one_of(st.sampled_from(["", "AAAA", "A" * 400]), ANY),
+                    "text": st.one_of(HOSTILE_TEXT, SCALARS),
+                    "blob": st.one_of(st.sampled_from(["", "AAAA", "A" * 400]), SCALARS),
                     "mimeType": MIMES,
                     "_meta": st.fixed_dictionaries(
                         {
@@ -104,7 +80,7 @@ def blocks(draw: st.DrawFn, kinds: tuple[Any, ...] = (*BLOCK_KINDS, "video", 5))
                     ),
                 },
             ),
-            ANY,
+            SCALARS,
         ),
     }
     for name, strategy in candidates.items():
@@ -126,11 +102,11 @@ def json_like(leaves: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 
 
 RESULTS = st.fixed_dictionaries(
-    {"content": st.one_of(st.lists(st.one_of(blocks(), ANY), max_size=8), ANY)},
+    {"content": st.one_of(st.lists(st.one_of(blocks(), SCALARS), max_size=8), SCALARS)},
     optional={
-        "structuredContent": json_like(st.one_of(blocks(tuple(BLOCK_KINDS)), ANY)),
-        "isError": ANY,
-        "_meta": json_like(st.one_of(blocks(tuple(BLOCK_KINDS)), ANY)),
+        "structuredContent": json_like(st.one_of(blocks(tuple(BLOCK_KINDS)), SCALARS)),
+        "isError": SCALARS,
+        "_meta": json_like(st.one_of(blocks(tuple(BLOCK_KINDS)), SCALARS)),
     },
 )
 
@@ -192,7 +168,7 @@ def test_hostile_results_keep_every_invariant(
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.one_of(blocks(), ANY, json_like(blocks())))
+@given(st.one_of(blocks(), SCALARS, json_like(blocks())))
 def test_classify_is_total(block: Any) -> None:
     """The classifier answers every value without raising and leaves it unchanged."""
     before = repr(block)
@@ -316,10 +292,10 @@ def entangled(draw: st.DrawFn, leaves: st.SearchStrategy[Any]) -> Any:
 def secret_results(draw: st.DrawFn) -> tuple[list[str], list[Any]]:
     """The withdrawn uris, and results that hide secrets in content, data and cycles."""
     nevers = draw(st.lists(NEVER_URIS, max_size=4, unique=True))
-    leaves = st.one_of(secret_blocks(nevers), ANY, SAFE_TEXT)
+    leaves = st.one_of(secret_blocks(nevers), SCALARS, SAFE_TEXT)
     results: list[Any] = []
     for _ in range(draw(st.integers(1, 3))):
-        content: Any = draw(st.lists(st.one_of(secret_blocks(nevers), ANY), max_size=6))
+        content: Any = draw(st.lists(st.one_of(secret_blocks(nevers), SCALARS), max_size=6))
         shape = draw(st.sampled_from(["plain", "shared-block", "self-listed"]))
         if shape == "shared-block" and content:
             content.append(content[0])
