@@ -136,6 +136,11 @@ class _Child:
         """Kill it (race-free: through the zygote's pidfd). Raises ZygoteError."""
         await self._bridge._live_link().kill(self.pid)
 
+    async def stop(self) -> ChildExit:
+        """Kill it and wait until it is reaped. Raises ZygoteError or TimeoutError."""
+        await self.kill()
+        return await self.wait(REAP_TIMEOUT_S)
+
 
 @dataclass
 class _Spare:
@@ -177,8 +182,6 @@ class _Run:
     """The child said done or error: it exits on its own, so it isn't killed at once."""
     started: float = field(default_factory=time.monotonic)
     fetching: bool = False
-    ready: Ready | None = None
-    """The child's ``ready`` when it was read before the run (a spare child)."""
     next_call_id: int = 1
     """The call id the child's next request must carry (1, 2, ... as the protocol says)."""
 
@@ -397,12 +400,11 @@ class Bridge:
                         child.from_child, child.to_child, limit=limits.max_message_bytes
                     )
                     channel.limit = limits.max_message_bytes
-                    run.ready = child.ready
                     with run.scope:
                         with trio.move_on_after(limits.wall_s) as wall:
                             try:
                                 value, error = await self._converse(
-                                    run, channel, source, dict(inputs or {})
+                                    run, channel, child.ready, source, dict(inputs or {})
                                 )
                             except ProtocolViolation as exc:
                                 error = ScriptError(type="ProtocolViolation", message=str(exc))
@@ -530,8 +532,7 @@ class Bridge:
                         os.close(fd)
             if kill:
                 try:
-                    await child.kill()
-                    await child.wait(REAP_TIMEOUT_S)
+                    await child.stop()
                 except (ZygoteError, TimeoutError, ScriptBridgeError) as exc:
                     log.error("couldn't reap spare child %d: %s", child.pid, exc)
             shutil.rmtree(spare.dir, ignore_errors=True)
@@ -549,8 +550,7 @@ class Bridge:
                     with contextlib.suppress(TimeoutError):
                         status = await child.wait(EXIT_GRACE_S)
                 if status is None:
-                    await child.kill()
-                    status = await child.wait(REAP_TIMEOUT_S)
+                    status = await child.stop()
             except (ZygoteError, TimeoutError, ScriptBridgeError) as exc:
                 log.error("couldn't reap child %d of run %s: %s", child.pid, run.id, exc)
         refs = run.dir / "refs"
@@ -573,10 +573,19 @@ class Bridge:
     # --- the conversation -------------------------------------------------------------------
 
     async def _converse(
-        self, run: _Run, channel: ChildChannel, source: str, inputs: dict[str, Any]
+        self,
+        run: _Run,
+        channel: ChildChannel,
+        ready: Ready | None,
+        source: str,
+        inputs: dict[str, Any],
     ) -> tuple[Any, ScriptError | None]:
-        """Serve the child until it says it is done; returns (value, error)."""
-        first: object = run.ready  # a spare's, read ahead
+        """Serve the child until it says it is done; returns (value, error).
+
+        ``ready`` is the child's ``ready`` when it was read ahead (a spare's); otherwise the
+        child's first message is read here.
+        """
+        first: object = ready
         if first is None:
             with trio.move_on_after(READY_TIMEOUT_S) as ready_wait:
                 first = await channel.receive()
