@@ -68,21 +68,6 @@ def listing(ws: Workspace) -> list[str]:
 
 
 @pytest.fixture
-async def server(nursery: trio.Nursery) -> LoopbackServer:
-    return await start_server(nursery)
-
-
-@pytest.fixture
-def reg() -> ReferenceRegistry:
-    return ReferenceRegistry()
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Workspace:
-    return Workspace(tmp_path / "ws")
-
-
-@pytest.fixture
 def fetcher(reg: ReferenceRegistry, ws: Workspace) -> ReferenceFetcher:
     return ReferenceFetcher(reg, ws, allow=["127.0.0.1"])
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 import functools
 import gzip
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
-from loopback_http import LoopbackServer, Request, redirect, start_server
+from loopback_http import LoopbackServer, Request, redirect
 
 from scriptbridge import ReferenceRegistry, markers
 from scriptbridge._fetcher import ReferenceFetcher, Saved, Unfetchable
@@ -64,21 +63,6 @@ def drip(first: bytes, piece: bytes, every_s: float) -> Any:
 def listing(ws: Workspace) -> list[str]:
     """Everything in refs/, hidden temporary files included."""
     return sorted(os.listdir(ws.refs_dir))
-
-
-@pytest.fixture
-async def server(nursery: trio.Nursery) -> LoopbackServer:
-    return await start_server(nursery)
-
-
-@pytest.fixture
-def reg() -> ReferenceRegistry:
-    return ReferenceRegistry()
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Workspace:
-    return Workspace(tmp_path / "ws")
 
 
 @pytest.fixture

@@ -45,11 +45,6 @@ def text(value: str) -> dict[str, Any]:
     return {"type": "text", "text": value}
 
 
-@pytest.fixture
-def reg() -> ReferenceRegistry:
-    return ReferenceRegistry()
-
-
 def test_shape_and_text(reg: ReferenceRegistry) -> None:
     """A view is {content, data, isError}; text shows as a text block, other fields dropped."""
     view = view_of(reg, {"type": "text", "text": "hi", "annotations": {"x": 1}})

@@ -1,0 +1,29 @@
+"""Fixtures shared by several test modules: a registry, a workspace, a loopback HTTP server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+from loopback_http import LoopbackServer, start_server
+
+from scriptbridge import ReferenceRegistry, Workspace
+
+
+@pytest.fixture
+def reg() -> ReferenceRegistry:
+    """A fresh reference registry."""
+    return ReferenceRegistry()
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    """A fresh workspace under the test's temporary directory."""
+    return Workspace(tmp_path / "ws")
+
+
+@pytest.fixture
+async def server(nursery: trio.Nursery) -> LoopbackServer:
+    """A loopback HTTP server on 127.0.0.1, running in the test's nursery."""
+    return await start_server(nursery)
