@@ -451,8 +451,10 @@ class FrameDecoder:
 
     def __init__(self, *, limit: int = DEFAULT_FRAME_LIMIT) -> None:
         self._limit = _limit(limit)
-        self._buffer = bytearray()
+        self._prefix = bytearray()  # the bytes of a length prefix read so far (0..3)
         self._need: int | None = None  # body length of the frame being read, once known
+        self._parts: list[bytes] = []  # the body's pieces read so far, joined once at its end
+        self._have = 0  # their total length
         self._failed: ProtocolError | None = None
 
     @property
@@ -467,10 +469,20 @@ class FrameDecoder:
     @property
     def at_boundary(self) -> bool:
         """True when no partial frame is buffered (end of stream here is a clean close)."""
-        return not self._buffer and self._need is None
+        return not self._prefix and self._need is None
+
+    @property
+    def buffered(self) -> int:
+        """How many bytes of the frame being read are held (under 4 of its prefix, or fewer
+        than its body's length)."""
+        return len(self._prefix) + self._have
 
     def feed(self, data: bytes) -> list[bytes]:
         """Add ``data`` and return every body it completes, in order.
+
+        A body is copied once: its pieces are kept as they arrive and joined when it is
+        complete (a chunk that is all body is kept without a copy), so a large frame read in
+        many chunks costs no buffer regrowth and no second copy.
 
         Raises:
             ProtocolError: a length prefix is zero or over the limit; the decoder is then
@@ -478,26 +490,33 @@ class FrameDecoder:
         """
         if self._failed is not None:
             raise self._failed
-        self._buffer += data
         bodies: list[bytes] = []
-        while True:
+        position, end = 0, len(data)
+        while position < end:
             if self._need is None:
-                if len(self._buffer) < _PREFIX.size:
-                    return bodies
-                (length,) = _PREFIX.unpack_from(self._buffer)
+                take = min(_PREFIX.size - len(self._prefix), end - position)
+                self._prefix += data[position : position + take]
+                position += take
+                if len(self._prefix) < _PREFIX.size:
+                    break
+                (length,) = _PREFIX.unpack(self._prefix)
                 if length == 0 or length > self._limit:
                     self._failed = ProtocolError(
                         f"frame length {length} is outside 1..{self._limit}"
                     )
                     raise self._failed
-                del self._buffer[: _PREFIX.size]
+                self._prefix.clear()
                 self._need = length
-            if len(self._buffer) < self._need:
-                return bodies
-            with memoryview(self._buffer) as view:  # one copy, not a slice and then a copy
-                bodies.append(bytes(view[: self._need]))
-            del self._buffer[: self._need]
-            self._need = None
+                continue
+            take = min(self._need - self._have, end - position)
+            whole_chunk = position == 0 and take == end and type(data) is bytes  # immutable
+            self._parts.append(data if whole_chunk else bytes(data[position : position + take]))
+            self._have += take
+            position += take
+            if self._have == self._need:
+                parts, self._parts, self._have, self._need = self._parts, [], 0, None
+                bodies.append(parts[0] if len(parts) == 1 else b"".join(parts))
+        return bodies
 
 
 def _reject_ext(code: int, data: bytes) -> Any:

@@ -766,7 +766,7 @@ def test_the_decoder_never_holds_more_than_one_frame(stream: bytes, data: st.Dat
                 decoder.feed(b"")
             return
         fed += len(piece)
-        held = len(decoder._buffer)
+        held = decoder.buffered
         assert held < 4 if decoder._need is None else held < decoder._need <= LIMIT
     assert seen == bodies and rest != "bad-prefix"
     assert decoder.at_boundary == (rest == "end")
@@ -808,7 +808,7 @@ async def test_the_channel_yields_validated_messages_in_order(
             try:
                 while (message_ := await channel.receive()) is not None:
                     got.append(message_)
-                    held = len(channel._decoder._buffer) + sum(map(len, channel._bodies))
+                    held = channel._decoder.buffered + sum(map(len, channel._bodies))
                     assert held <= LIMIT + 4 + READ_CHUNK
                 ending = "end"
             except ProtocolViolation:

@@ -11,6 +11,8 @@ from collections.abc import Iterator
 
 import msgpack
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sandbox.protocol import (
     MAX_FRAME,
@@ -114,6 +116,34 @@ def test_decoder_returns_several_frames_from_one_chunk() -> None:
     assert len(decoder.feed(frames[0] + frames[1] + frames[2][:5])) == 2
     assert not decoder.at_boundary
     assert len(decoder.feed(frames[2][5:])) == 1
+
+
+@given(
+    bodies=st.lists(st.binary(min_size=1, max_size=3000), min_size=1, max_size=6),
+    cuts=st.lists(st.integers(min_value=0, max_value=20_000), max_size=12),
+)
+def test_decoder_returns_the_same_bodies_however_the_stream_is_cut(
+    bodies: list[bytes], cuts: list[int]
+) -> None:
+    """Whatever chunks the stream arrives in, the bodies come back whole, once, in order."""
+    stream = b"".join(struct.pack(">I", len(body)) + body for body in bodies)
+    edges = sorted({0, len(stream), *(cut % (len(stream) + 1) for cut in cuts)})
+    decoder = FrameDecoder()
+    got = [
+        body for start, end in zip(edges, edges[1:]) for body in decoder.feed(stream[start:end])
+    ]
+    assert got == bodies
+    assert all(type(body) is bytes for body in got)
+    assert decoder.at_boundary
+
+
+def test_a_large_body_is_returned_whole_from_many_chunks() -> None:
+    """A 3 MiB body fed in 64 KiB reads (as from a pipe) comes back whole."""
+    body = os.urandom(3 << 20)
+    stream = struct.pack(">I", len(body)) + body
+    decoder = FrameDecoder(limit=4 << 20)
+    got = [b for i in range(0, len(stream), 65536) for b in decoder.feed(stream[i : i + 65536])]
+    assert got == [body]
 
 
 def test_oversized_prefix_is_refused_before_the_body() -> None:
