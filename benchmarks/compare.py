@@ -39,6 +39,10 @@ Our own figures against their physical floors, measured in the same run:
 ``fresh_child_vs_fork``
     spawn request -> ``ready`` of one isolated child against ``os.fork()`` + ``_exit`` +
     ``waitpid`` (report only: with spare children this is off the request path).
+``child_exit_vs_fork``
+    the end of one isolated child, from the host closing its pipes to the zygote reporting it
+    reaped, against the same ``fork`` + ``_exit`` + ``waitpid`` (report only). Every run pays
+    this before ``Bridge.run`` returns; monty's reused worker never does.
 ``render_vs_packb``
     the script-view renderer on a 100,000-block result against ``msgpack.packb`` of it.
 ``fetch_vs_curl`` / ``fetch_peak_memory``
@@ -119,6 +123,7 @@ ORDER = (
     "idle_worker_memory",
     "tool_call_vs_pipe",
     "fresh_child_vs_fork",
+    "child_exit_vs_fork",
     "render_vs_packb",
     "fetch_vs_curl",
     "fetch_peak_memory",
@@ -572,9 +577,10 @@ async def compare_runtimes(
                     peer_payload,
                 )
 
-                print("  idle_worker_memory, fresh_child_vs_fork ...", file=sys.stderr)
+                print("  idle_worker_memory, child start and exit ...", file=sys.stderr)
                 memory = fig("idle_worker_memory", "monty worker RSS", "B", "<= 1.0")
                 spawn = fig("fresh_child_vs_fork", "fork+_exit+waitpid", "s", "none")
+                ending = fig("child_exit_vs_fork", "fork+_exit+waitpid", "s", "none")
                 idle_dir = workspace / "idle"
                 (idle_dir / "refs").mkdir(parents=True)
                 (idle_dir / "out").mkdir()
@@ -601,9 +607,11 @@ async def compare_runtimes(
                                  "rss_kib": status_kib(child.pid, "VmRSS")}
                             )  # fmt: skip
                         finally:
+                            released = time.perf_counter()
                             os.close(child.to_child)
                             os.close(child.from_child)
                             zygote.client.wait(child.pid, timeout=10)
+                            ending.ours.append(time.perf_counter() - released)
                         await pause()
                         with warm_pool.checkout() as session:
                             session.feed_run(WARM_SCRIPT)
@@ -616,7 +624,9 @@ async def compare_runtimes(
                              "pss_kib": pss_kib(worker),
                              "rss_kib": status_kib(worker, "VmRSS")}
                         )  # fmt: skip
-                        spawn.peer.append(forker.once())
+                        floor = forker.once()
+                        spawn.peer.append(floor)
+                        ending.peer.append(floor)
                         await pause()
                 extra["idle_memory_detail"] = {"ours": ours_details, "monty": peer_details}
                 extra["affinity"] = check_affinity(set(os.sched_getaffinity(0)))
