@@ -21,12 +21,19 @@ Figures (scriptbridge is "ours", the peer is monty unless said otherwise):
     its like-for-like with our design.
 ``tool_call``
     per call: a script calling a no-op host function 5,000 times in a loop (total / 5,000).
+    Our host functions here are coroutine functions, which a bridge calls on its event loop,
+    as monty calls its external functions in the caller's thread.
+``tool_call_sync``
+    the same with a plain (sync) function, which a bridge calls in a worker thread so that a
+    slow one can't stall other runs (report only: the price of that thread hop).
 ``scripts_per_s`` / ``scripts_per_s_x8``
     1,000 trivial scripts in a row, and 1,000 with 8 at a time (throughput; higher is better).
 ``loop_1m``
     a 1,000,000-iteration pure-Python loop inside the sandbox, request -> result.
 ``payload_1mib``
-    per call: a host function returning a 1 MiB string, called 20 times by one script.
+    per call: a host function (a coroutine function) returning a 1 MiB string, called 100
+    times by one script (total / 100, so the run's own start, which ``warm_start`` measures,
+    is spread thin).
 ``idle_worker_memory``
     USS (``Private_*`` of ``/proc/PID/smaps_rollup``) of one idle, isolated sandbox child
     against the RSS of monty's idle worker.
@@ -93,10 +100,11 @@ WARM_SCRIPT = "x = 1\ny = x + 2\ny * 3\n"
 WARM_VALUE = 9
 TOOL_CALLS = 5000
 OURS_TOOL_SCRIPT = f"for i in range({TOOL_CALLS}):\n    tools.noop()\n"
+OURS_SYNC_TOOL_SCRIPT = f"for i in range({TOOL_CALLS}):\n    tools.noop_sync()\n"
 PEER_TOOL_SCRIPT = f"for i in range({TOOL_CALLS}):\n    noop()\n"
 LOOP_SCRIPT = "total = 0\nfor i in range(1000000):\n    total += i\ntotal\n"
 LOOP_VALUE = 499999500000
-PAYLOAD_CALLS = 20
+PAYLOAD_CALLS = 100
 OURS_PAYLOAD_SCRIPT = (
     f"for i in range({PAYLOAD_CALLS}):\n    n = len(tools.payload()['content'][0]['text'])\nn\n"
 )
@@ -116,6 +124,7 @@ ORDER = (
     "warm_start",
     "fresh_start",
     "tool_call",
+    "tool_call_sync",
     "scripts_per_s",
     "scripts_per_s_x8",
     "loop_1m",
@@ -415,7 +424,13 @@ async def compare_runtimes(
     async def noop() -> None:
         return None
 
-    def payload() -> str:
+    def noop_sync() -> None:
+        return None
+
+    def payload() -> str:  # monty's
+        return PAYLOAD
+
+    async def payload_async() -> str:  # ours
         return PAYLOAD
 
     ping = PingPong()
@@ -429,7 +444,8 @@ async def compare_runtimes(
         with warm_pool, fresh_pool, wide_pool:
             async with Bridge(workspace / "ws") as bridge:
                 bridge.add_tool(noop)
-                bridge.add_tool(payload)
+                bridge.add_tool(noop_sync)
+                bridge.add_tool(payload_async, name="payload")
 
                 async def ours(source: str, value: Any, limits: Limits | None = None) -> float:
                     started = time.perf_counter()
@@ -513,6 +529,20 @@ async def compare_runtimes(
                     floor.peer.append(ping.round_trips(TOOL_CALLS))
                     await pause()
                 floor.ours = list(tool.ours)
+
+                print("  tool_call_sync ...", file=sys.stderr)
+                sync_tool = fig("tool_call_sync", "monty", "s", "none")
+                current = sync_tool
+                for _ in range(sizes.tool_samples):
+                    sync_tool.ours.append(
+                        await ours(OURS_SYNC_TOOL_SCRIPT, None, many) / TOOL_CALLS
+                    )
+                    await pause()
+                    sync_tool.peer.append(
+                        peer(warm_pool, PEER_TOOL_SCRIPT, None, {"noop": lambda: None}, peer_limits)
+                        / TOOL_CALLS
+                    )
+                    await pause()
 
                 print("  scripts_per_s ...", file=sys.stderr)
                 count = sizes.throughput_scripts
