@@ -115,6 +115,8 @@ MAX_DATA_NODES: Final = 1_000_000
 
 _PREFIX = struct.Struct(">I")
 _READ_CHUNK = 65536
+_WHOLE_PIECE = 16384
+"""A chunk at least this large that is all body is kept by the decoder without a copy."""
 
 
 class ProtocolError(ValueError):
@@ -453,7 +455,7 @@ class FrameDecoder:
         self._limit = _limit(limit)
         self._prefix = bytearray()  # the bytes of a length prefix read so far (0..3)
         self._need: int | None = None  # body length of the frame being read, once known
-        self._parts: list[bytes] = []  # the body's pieces read so far, joined once at its end
+        self._parts: list[bytes | bytearray] = []  # the body read so far, joined at its end
         self._have = 0  # their total length
         self._failed: ProtocolError | None = None
 
@@ -480,9 +482,11 @@ class FrameDecoder:
     def feed(self, data: bytes) -> list[bytes]:
         """Add ``data`` and return every body it completes, in order.
 
-        A body is copied once: its pieces are kept as they arrive and joined when it is
-        complete (a chunk that is all body is kept without a copy), so a large frame read in
-        many chunks costs no buffer regrowth and no second copy.
+        A large body is copied once: a chunk of at least :data:`_WHOLE_PIECE` bytes that is all
+        body is kept as it is, and the pieces are joined when the body is complete, so a frame
+        read in many large chunks costs no buffer regrowth and no second copy. Smaller pieces
+        are gathered into one buffer, so a sender that trickles a frame in tiny reads makes
+        the decoder hold little more than the bytes themselves.
 
         Raises:
             ProtocolError: a length prefix is zero or over the limit; the decoder is then
@@ -509,13 +513,18 @@ class FrameDecoder:
                 self._need = length
                 continue
             take = min(self._need - self._have, end - position)
-            whole_chunk = position == 0 and take == end and type(data) is bytes  # immutable
-            self._parts.append(data if whole_chunk else bytes(data[position : position + take]))
+            if take >= _WHOLE_PIECE and position == 0 and take == end and type(data) is bytes:
+                self._parts.append(data)  # immutable and all body: kept without a copy
+            elif self._parts and type(self._parts[-1]) is bytearray:
+                self._parts[-1] += data[position : position + take]  # small pieces coalesce
+            else:
+                self._parts.append(bytearray(data[position : position + take]))
             self._have += take
             position += take
             if self._have == self._need:
                 parts, self._parts, self._have, self._need = self._parts, [], 0, None
-                bodies.append(parts[0] if len(parts) == 1 else b"".join(parts))
+                only = parts[0] if len(parts) == 1 else None
+                bodies.append(only if type(only) is bytes else b"".join(parts))
         return bodies
 
 

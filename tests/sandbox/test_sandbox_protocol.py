@@ -146,6 +146,26 @@ def test_a_large_body_is_returned_whole_from_many_chunks() -> None:
     assert got == [body]
 
 
+def test_a_body_fed_a_byte_at_a_time_is_held_compactly() -> None:
+    """A sender that trickles its frame one byte per read can't make the decoder hold many
+    times the body's size (a piece per byte would cost ~40 bytes of memory per byte)."""
+    import tracemalloc
+
+    body = os.urandom(100_000)
+    stream = struct.pack(">I", len(body)) + body
+    pieces = [stream[i : i + 1] for i in range(len(stream))]
+    decoder = FrameDecoder()
+    tracemalloc.start()
+    try:
+        got = [b for piece in pieces[:-1] for b in decoder.feed(piece)]
+        held, _peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert got == [] and decoder.buffered == len(stream) - 1 - 4
+    assert held < 3 * len(body)
+    assert decoder.feed(pieces[-1]) == [body]
+
+
 def test_oversized_prefix_is_refused_before_the_body() -> None:
     """A prefix over the limit raises as soon as its 4 bytes arrive, and stays failed."""
     decoder = FrameDecoder(limit=100)
