@@ -214,8 +214,9 @@ async def test_refusal_text_of_a_retryable_failure_promises_nothing(
     reg: ReferenceRegistry, fetcher: ReferenceFetcher
 ) -> None:
     """A failure that may pass (a server not connected yet) doesn't say calling again won't help."""
-    (record,) = reg.ingest({"content": [{"type": "resource_link", "uri": "docs://later"}]},
-                           server="docs")
+    (record,) = reg.ingest(
+        {"content": [{"type": "resource_link", "uri": "docs://later"}]}, server="docs"
+    )
     outcome = await fetcher.fetch(record)
     assert outcome == Unfetchable(NOT_CONNECTED, retryable=True)
     assert outcome.refusal_text(record.id) == f'couldn\'t fetch "{record.id}": {NOT_CONNECTED}.'

@@ -4,6 +4,7 @@ with one ProtocolError, before a byte of an oversized body is buffered."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import struct
 import threading
@@ -130,7 +131,7 @@ def test_decoder_returns_the_same_bodies_however_the_stream_is_cut(
     edges = sorted({0, len(stream), *(cut % (len(stream) + 1) for cut in cuts)})
     decoder = FrameDecoder()
     got = [
-        body for start, end in zip(edges, edges[1:]) for body in decoder.feed(stream[start:end])
+        body for start, end in itertools.pairwise(edges) for body in decoder.feed(stream[start:end])
     ]
     assert got == bodies
     assert all(type(body) is bytes for body in got)
