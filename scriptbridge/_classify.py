@@ -217,14 +217,15 @@ def _reference(
     uri: str,
     block: dict[Any, Any],
 ) -> Reference:
+    # Positional (a keyword call costs more); the fields are read in the order they are listed.
     return Reference(
-        source=source,
-        uri=uri,
-        name=_text_or_none(block.get("name")),
-        mime=_media_type(block.get("mimeType")),
-        size=_size(block.get("size")),
-        never=is_never(block.get("disposition")),
-        expires=_text_or_none(block.get("expires")),
+        source,
+        uri,
+        _text_or_none(block.get("name")),
+        _media_type(block.get("mimeType")),
+        _size(block.get("size")),
+        is_never(block.get("disposition")),
+        _text_or_none(block.get("expires")),
     )
 
 

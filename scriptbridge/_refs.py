@@ -65,10 +65,21 @@ def shows_uri(uri: str) -> bool:
 
     False for userinfo, a query or a fragment (bearer credentials look like locations), for
     whitespace, control or format characters, a lone surrogate, or more than 2,048 characters.
+
+    An exact ``str`` of printable ASCII without a space holds none of the characters the scan
+    for invisible characters looks for, so it skips that scan; if it holds no ``@`` (so no
+    userinfo) and no bracket either, ``urlsplit`` could not reject it (it raises only for a
+    bracketed host or a non-ASCII netloc, on Python 3.11 to 3.13), so it is shown without
+    being split.
     """
     if len(uri) > URI_MAX_CHARS or "?" in uri or "#" in uri:
         return False
-    if markers.clean_label(uri, limit=URI_MAX_CHARS) != uri or any(c.isspace() for c in uri):
+    plain = type(uri) is str and uri.isascii() and uri.isprintable() and " " not in uri
+    if plain and "@" not in uri and "[" not in uri and "]" not in uri:
+        return True
+    if not plain and (
+        markers.clean_label(uri, limit=URI_MAX_CHARS) != uri or any(c.isspace() for c in uri)
+    ):
         return False
     try:
         parts = urlsplit(uri)
@@ -92,22 +103,26 @@ def show_reference(
         reason = markers.UNREADABLE_RESULT
     else:
         reason = markers.REFERENCE_UNREGISTERED
-    return ShownReference(
-        id=None,
-        name=_label(reference.name, reference.uri, NAME_MAX_CHARS),
-        mime=_label(reference.mime, reference.uri, markers.MEDIA_TYPE_MAX_CHARS),
-        size=reference.size,
-        uri=_uri(reference.uri, never or claims.unreadable is not None),
-        saved_to=None,
-        unfetchable=reason,
+    return ShownReference(  # positional (a keyword call costs more): id, name, mime, ...
+        None,
+        _label(reference.name, reference.uri, NAME_MAX_CHARS),
+        _label(reference.mime, reference.uri, markers.MEDIA_TYPE_MAX_CHARS),
+        reference.size,
+        _uri(reference.uri, never or claims.unreadable is not None),
+        None,
+        reason,
     )
 
 
 def show_record(
-    record: ReferenceRecord, registry: ReferenceRegistry, claims: Claims
+    record: ReferenceRecord, registry: ReferenceRegistry, claims: Claims, *, never: bool = False
 ) -> ShownReference:
-    """What may be shown of a live record named by id (a script object), under ``claims``."""
-    return _shown(record, registry, claims, record.uri in claims.never)
+    """What may be shown of a live record named by id (a script object), under ``claims``.
+
+    ``never`` says the block that names it claims never itself: with it, this is what
+    :func:`show_reference` shows of a reference block whose uri has this record.
+    """
+    return _shown(record, registry, claims, never or record.uri in claims.never)
 
 
 def _shown(
@@ -121,14 +136,14 @@ def _shown(
         reason = markers.UNREADABLE_RESULT
     else:
         reason = None
-    return ShownReference(
-        id=record.id,
-        name=_label(record.name, record.uri, NAME_MAX_CHARS),
-        mime=_label(record.mime_type, record.uri, markers.MEDIA_TYPE_MAX_CHARS),
-        size=record.size,
-        uri=_uri(record.uri, never or blocked),
-        saved_to=None if never or blocked else record.saved_path,
-        unfetchable=reason,
+    return ShownReference(  # positional: id, name, mime, size, uri, saved_to, unfetchable
+        record.id,
+        _label(record.name, record.uri, NAME_MAX_CHARS),
+        _label(record.mime_type, record.uri, markers.MEDIA_TYPE_MAX_CHARS),
+        record.size,
+        _uri(record.uri, never or blocked),
+        None if never or blocked else record.saved_path,
+        reason,
     )
 
 
@@ -137,9 +152,15 @@ def _uri(uri: str, withheld: bool) -> str | None:
 
 
 def _label(text: str | None, uri: str, limit: int) -> str | None:
-    """A server's label, cleaned; ``None`` when blank or when it would show ``uri``."""
+    """A server's label, cleaned; ``None`` when blank or when it would show ``uri``.
+
+    When cleaning would change neither the label nor the uri, only ``uri in text`` is asked:
+    the full path then asks the same question three times over.
+    """
     if text is None:
         return None
+    if markers.is_clean(text) and markers.is_clean(uri):
+        return None if not text or uri in text else text[:limit]
     full = markers.clean_label(text, limit=len(text))
     if not full or uri in text or uri in full:
         return None

@@ -30,6 +30,16 @@ and returns plain data only (dict, list, str, int, float, bool, None, bytes), sh
 
 The data is read from ``structuredContent``, or from ``data`` when the result has no
 ``structuredContent`` (so a rendered view reads as the result it came from).
+
+Two paths give the same view. The general path reads any result: it reads the claims with the
+general walk, keeping each block's classification in a memo, then walks the content and data.
+The plain path (:func:`_render_plain`) reads a result that is plain data all through (exact
+builtin containers, leaves and keys; the common case, anything decoded from JSON) and reaches
+no walk limit; on any other result it gives up before it has run anything of the result's own,
+and the general path reads it. On plain data classifying a block is a pure function of it, so
+the plain path classifies each block where it needs it instead of keeping a memo (a big memo
+costs more in garbage collection than classifying again), and reads the claims of the
+content's blocks while it renders them.
 """
 
 from __future__ import annotations
@@ -39,7 +49,8 @@ from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 from . import markers
-from ._claims import Claims, read_claims
+from ._blocks import BLOCK_TYPES
+from ._claims import Claims, NotPlain, PlainWalk, check_record, read_claims
 from ._classify import (
     Classification,
     Embedded,
@@ -55,10 +66,19 @@ from ._classify import (
     Withheld,
     classify_block,
     is_block,
+    is_never,
 )
 from ._refs import ShownReference, show_record, show_reference
 from ._registry import ReferenceRegistry
-from ._walk import Budget, copy_tree, data_of, result_dict
+from ._walk import (
+    NODE_BUDGET,
+    Budget,
+    copy_tree,
+    data_of,
+    is_plain_leaf,
+    plain_children,
+    result_dict,
+)
 
 __all__ = ["render_script_view", "render_withheld_view"]
 
@@ -68,9 +88,72 @@ def render_script_view(result: object, registry: ReferenceRegistry) -> dict[str,
     top = result_dict(result)
     if top is None:
         return {"content": [_text(markers.UNKNOWN_BLOCK)], "data": None, "isError": False}
+    view = _render_plain(top, registry)
+    return view if view is not None else _render_general(top, registry)
+
+
+def _render_general(top: dict[Any, Any], registry: ReferenceRegistry) -> dict[str, Any]:
+    """The view of any result: claims read (and blocks classified) by the general walk."""
     walk = _Walk.of(registry, top)
     return {
         "content": walk.content(top.get("content")),
+        "data": walk.value(data_of(top)),
+        "isError": top.get("isError") is True,
+    }
+
+
+def _render_plain(top: dict[Any, Any], registry: ReferenceRegistry) -> dict[str, Any] | None:
+    """The view of a result that is plain data all through, or ``None`` for any other result.
+
+    ``None`` when a value or key is not plain data, or when the claims walk reaches a limit (a
+    container reached twice, nested too deep, past the node budget); then nothing of the result
+    has run (see :class:`scriptbridge._claims.PlainWalk`), and the general path reads it.
+    Otherwise the view is exactly :func:`_render_general`'s:
+
+    - The claims are the general walk's. A strict walk that reaches no limit finds the same
+      never claims in any order, so it reads the content's blocks first, as it renders them.
+    - Each block shows what its classification shows, classified where it is shown instead of
+      remembered (classifying plain data again gives the same classification), or read
+      without classifying it when it has a common shape (:func:`_plain_view`). A reference
+      (or script object), whose view depends on the whole result's claims, is shown once the
+      claims are read (:meth:`_Walk.show_waiting`).
+    - Having reached no limit, the claims walk read every container once, no deeper than the
+      depth limit, within the node budget, and the view's walk reads no more than it did, in
+      fewer nodes; so the view's walk, which still keeps its own seen set and budget, meets no
+      limit either, as the general path's doesn't. (Its budget counts the content as the
+      general path's does; its seen set leaves out the content's blocks, none of which the
+      data can hold.)
+    """
+    if type(top) is not dict:
+        return None
+    claims_walk = PlainWalk(keep_references=False, strict=True)
+    try:
+        opened = claims_walk.open(top, 0)
+        claims_walk.count(len(top))
+        assert opened is not None  # a strict walk raises instead
+        rest = list(opened)
+        blocks: Any = top.get("content")
+        shown: tuple[list[Any], list[int]] | None = None
+        if type(blocks) is list or type(blocks) is tuple:
+            _remove(rest, blocks)  # read here; the rest of the result walks after
+            shown = _read_content(claims_walk, blocks)
+        claims_walk.walk(rest, 1)
+    except NotPlain:
+        return None
+    walk = _Walk(registry, claims_walk.claims(), {})
+    content: list[Any]
+    if shown is None:
+        content = walk.content(blocks)
+    else:
+        # What the view's walk records of the content: its node count, and the content (but not
+        # its blocks: having been reached once only by the claims walk, none of them is in the
+        # data, so the data's walk would never find one in its seen set).
+        walk.budget.open(blocks, len(blocks))
+        content, waiting = shown
+        for index in waiting:
+            content[index] = walk.show_waiting(content[index])
+    return {
+        "content": content,
         "data": walk.value(data_of(top)),
         "isError": top.get("isError") is True,
     }
@@ -97,6 +180,152 @@ def render_withheld_view(
     return {"content": [], "data": kept, "isError": top.get("isError") is True}
 
 
+def _remove(values: list[Any], value: object) -> None:
+    """Remove the first item of ``values`` that is ``value`` itself (not one equal to it)."""
+    for index, candidate in enumerate(values):
+        if candidate is value:
+            del values[index]
+            return
+
+
+def _read_content(
+    claims_walk: PlainWalk, blocks: list[Any] | tuple[Any, ...]
+) -> tuple[list[Any], list[int]]:
+    """Read the claims of a content array of plain data (depth 1), and show its blocks.
+
+    Each block is opened, classified and noted as ``claims_walk`` does it (its methods are
+    inlined here: this loop runs once a block), and what is below it walked; raises
+    :class:`NotPlain` as that strict walk does. A block of a common shape is shown by
+    :func:`_plain_view` without being classified. Returns the views in order, where each
+    reference and script object (whose view depends on the claims of the whole result) holds
+    the block itself instead, and the indexes of those.
+    """
+    seen = claims_walk.seen
+    never = claims_walk.never
+    if id(blocks) in seen:
+        raise NotPlain  # reached twice
+    seen.add(id(blocks))
+    claims_walk.count(len(blocks))
+    shown: list[Any] = []
+    show = shown.append
+    waiting: list[int] = []
+    for block in blocks:  # each one's type is checked before it is read
+        if type(block) is not dict:
+            if type(block) is list or type(block) is tuple:
+                below = claims_walk.open(block, 2)
+                claims_walk.count(len(block))
+                if below:
+                    claims_walk.walk(below, 3)
+            elif not is_plain_leaf(block):
+                raise NotPlain
+            show(_text(markers.UNKNOWN_BLOCK))  # it classifies as unknown
+            continue
+        key = id(block)
+        if key in seen:
+            raise NotPlain  # reached twice: a limit, which a strict walk doesn't read past
+        seen.add(key)
+        below = plain_children(block)
+        if below is None:
+            raise NotPlain
+        kind = block.get("type")
+        if type(kind) is not str or kind not in BLOCK_TYPES:
+            show(_text(markers.UNKNOWN_BLOCK))  # not a block: it classifies as unknown
+        elif kind == "resource_link" and _linked(block):
+            # A reference, whose own disposition may claim its uri never, and whose view
+            # waits for the claims.
+            if is_never(block.get("disposition")):
+                never[block["uri"]] = None
+            waiting.append(len(shown))
+            show(block)
+        else:
+            if kind == "resource":
+                check_record(block)  # before its record is read
+            view = _plain_view(block, kind)
+            if view is not None:
+                show(view)
+                if kind == "resource":
+                    continue  # an embedded resource: no walk reads its fields
+            else:
+                classification = classify_block(block)
+                if isinstance(classification, Reference | ScriptObject):
+                    if isinstance(classification, Reference) and classification.never:
+                        never[classification.uri] = None
+                    # Its view waits for the claims; the block waits, not its classification
+                    # (a classification kept alive is one more object for the garbage
+                    # collector to scan, which costs more than classifying again).
+                    waiting.append(len(shown))
+                    show(block)
+                else:
+                    show(_local_view(classification))
+                    if isinstance(classification, Withheld):
+                        if classification.never_uri:
+                            never[classification.never_uri] = None
+                        if classification.embedded:
+                            continue  # no walk reads an embedded resource's fields
+                    elif isinstance(classification, Embedded):
+                        continue
+        claims_walk.nodes += len(block)
+        if claims_walk.nodes > NODE_BUDGET:
+            raise NotPlain
+        if below:
+            claims_walk.walk(below, 3)
+    return shown, waiting
+
+
+def _linked(block: dict[Any, Any]) -> bool:
+    """Whether a ``resource_link`` block of plain data has a uri of its own (an exact non-empty
+    ``str``): then it classifies as a reference to that uri, whose ``never`` is
+    :func:`is_never` of its ``disposition``."""
+    uri = block.get("uri")
+    return type(uri) is str and uri != ""
+
+
+def _plain_view(block: dict[Any, Any], kind: str) -> dict[str, Any] | None:
+    """The view of a block of plain data, of a common shape, read without classifying it;
+    ``None`` for any other block (classify it).
+
+    The view is the one its classification shows (:func:`_local_view`), and none of these
+    blocks claims anything. The shapes: a ``text`` block with a string ``text``; an ``image``
+    or ``audio`` block with string ``data``, no disposition (absent or ``None``) and a string
+    ``mimeType`` with something in it besides whitespace (inline data); a ``resource`` block
+    with no uri of its own, no disposition and a dict ``resource`` with a string ``uri``, a
+    string ``text`` and no string ``blob`` (an embedded resource of text, at which the claims
+    walk stops). The block's values, and a ``resource`` record's, must be plain data (an
+    exact ``str`` is the only string): they are read with no check of their own.
+    """
+    if kind == "text":
+        text = block.get("text")
+        return {"type": "text", "text": markers.well_formed(text)} if type(text) is str else None
+    if kind == "image" or kind == "audio":
+        data = block.get("data")
+        if type(data) is str and block.get("disposition") is None:
+            mime = block.get("mimeType")
+            if type(mime) is str and mime.strip():
+                return {
+                    "type": kind,
+                    "data": markers.well_formed(data),
+                    "mimeType": markers.well_formed(mime),
+                }
+        return None
+    if kind == "resource":
+        uri = block.get("uri")
+        record = block.get("resource")
+        if (
+            (type(uri) is not str or not uri)
+            and type(record) is dict
+            and block.get("disposition") is None
+        ):
+            text = record.get("text")
+            if (
+                type(record.get("uri")) is str
+                and type(text) is str
+                and type(record.get("blob")) is not str
+            ):
+                return {"type": "text", "text": markers.well_formed(text)}
+        return None
+    return None
+
+
 def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": markers.well_formed(text)}
 
@@ -110,6 +339,11 @@ class _Walk:
     memo: dict[int, Classification]
     """Classifications the claims walk made of this result's blocks, by ``id(block)``."""
     budget: Budget = field(default_factory=Budget)
+    record_views: tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]] = field(
+        default_factory=lambda: ({}, {})
+    )
+    """The views :meth:`show_waiting` made of records in this walk, by record id: of blocks that
+    don't claim never themselves, and of blocks that do."""
 
     @classmethod
     def of(cls, registry: ReferenceRegistry, top: dict[Any, Any]) -> _Walk:
@@ -139,30 +373,70 @@ class _Walk:
         classification = self.memo.get(id(block))
         if classification is None:
             classification = classify_block(block)
+        return self.show(classification)
+
+    def show_waiting(self, block: dict[Any, Any]) -> dict[str, Any]:
+        """What a block of plain data that classifies as a reference or a script object shows
+        as, on the plain path.
+
+        A resource link whose uri has a record (see :func:`_linked`) is read from the block
+        without classifying it, as :func:`show_reference` reads it: its view is the view of
+        that record (:func:`show_record`) under this walk's claims and the block's own never.
+        That view is made once per record and never flag in this walk, and each block gets a
+        copy of it: on the plain path nothing runs between two blocks that could change the
+        registry, and this walk's claims don't change. (A registry holds at most its capacity
+        of records, so a large result's registered links cost at most that many views.) Any
+        other block is classified and shown.
+        """
+        if block.get("type") == "resource_link" and _linked(block):
+            record = self.registry.record_for(block["uri"])
+            if record is not None:
+                never = is_never(block.get("disposition"))
+                views = self.record_views[never]
+                view = views.get(record.id)
+                if view is None:
+                    shown = show_record(record, self.registry, self.claims, never=never)
+                    view = views[record.id] = _script_object(shown)
+                return view.copy()
+        return self.show(classify_block(block))
+
+    def show(self, classification: Classification) -> dict[str, Any]:
+        """What a block of this classification shows as."""
         match classification:
-            case Text(text):
-                return _text(text)
-            case Inline() as inline:
-                return _inline(inline)
-            case InlineNoMediaType():
-                return _text(markers.INLINE_NO_MEDIA_TYPE)
-            case Withheld():
-                return _text(markers.WITHHELD_DISPOSITION)
             case Reference() as reference:
                 return _script_object(show_reference(reference, self.registry, self.claims))
-            case Embedded(contents=contents):
-                return _contents(contents)
-            case NoLink():
-                return _text(markers.REFERENCE_NO_LINK)
             case ScriptObject(ref_id):
                 record = self.registry.get(ref_id)
                 if record is None:
                     return _text(markers.UNKNOWN_BLOCK)
                 return _script_object(show_record(record, self.registry, self.claims))
-            case Unknown():
-                return _text(markers.UNKNOWN_BLOCK)
-            case unreachable:
-                assert_never(unreachable)
+            case _:
+                return _local_view(classification)
+
+
+_Local = Text | Inline | InlineNoMediaType | Withheld | Embedded | NoLink | Unknown
+"""The classifications whose view depends on the block alone (not on a registry or claims)."""
+
+
+def _local_view(classification: _Local) -> dict[str, Any]:
+    """What a block of this classification shows as."""
+    match classification:
+        case Text(text):
+            return _text(text)
+        case Inline() as inline:
+            return _inline(inline)
+        case InlineNoMediaType():
+            return _text(markers.INLINE_NO_MEDIA_TYPE)
+        case Withheld():
+            return _text(markers.WITHHELD_DISPOSITION)
+        case Embedded(contents=contents):
+            return _contents(contents)
+        case NoLink():
+            return _text(markers.REFERENCE_NO_LINK)
+        case Unknown():
+            return _text(markers.UNKNOWN_BLOCK)
+        case unreachable:
+            assert_never(unreachable)
 
 
 def _script_object(shown: ShownReference) -> dict[str, Any]:

@@ -11,6 +11,11 @@ stack, so no input can overflow it. Each walk keeps:
 
 Past a limit a walk fails closed: the claims walk calls the result unreadable, and a view shows
 ``DATA_TOO_DEEP`` in place of what it could not read.
+
+*Plain data* (:func:`plain_children`, :func:`is_plain_leaf`) is data whose every container,
+leaf and key has an exact builtin type, as decoded JSON has: reading it runs no code of its
+own, so the walks' fast paths (:class:`scriptbridge._claims.PlainWalk`, the renderer's plain
+path) may read it twice and get the same answer. Anything else is read by the general walks.
 """
 
 from __future__ import annotations
@@ -106,6 +111,86 @@ def children_of(container: dict[Any, Any] | list[Any] | tuple[Any, ...]) -> list
     if isinstance(container, list):
         return list(list.__iter__(container))
     return list(tuple.__iter__(container))
+
+
+_NONE_TYPE: Final = type(None)
+
+
+def plain_children(
+    container: dict[Any, Any] | list[Any] | tuple[Any, ...],
+) -> list[Any] | tuple[()] | None:
+    """The containers among an exact dict's, list's or tuple's values, in order, or ``None``
+    when one of its values (or one of a dict's keys) is not plain data.
+
+    Plain data here is a value whose type is exactly ``str``, ``int``, ``float``, ``bool``,
+    ``NoneType`` or ``bytes`` (a leaf) or exactly ``dict``, ``list`` or ``tuple`` (a container,
+    returned to be checked in turn); a dict's keys must be exactly ``str``, ``int``, ``float``,
+    ``bool`` or ``None``. Types are compared by identity only, and a dict is read by iterating
+    its items (no lookup, which could compare keys), so nothing of the container's own runs, not
+    even a metaclass's ``__eq__`` or ``__hash__``; and once it answers, reading, hashing and
+    comparing its keys and leaves runs nothing but the interpreter's own code either.
+    ``container`` itself must be an exact dict, list or tuple. Returns ``()`` for a container
+    that holds none. Linear in the container's size; never raises.
+    """
+    below: list[Any] | None = None
+    if type(container) is dict:
+        for key, value in container.items():
+            kind = type(key)
+            if not (
+                kind is str or kind is int or kind is _NONE_TYPE or kind is float or kind is bool
+            ):
+                return None
+            kind = type(value)
+            if (
+                kind is str
+                or kind is _NONE_TYPE
+                or kind is int
+                or kind is bool
+                or kind is float
+                or kind is bytes
+            ):
+                continue
+            if kind is dict or kind is list or kind is tuple:
+                if below is None:
+                    below = [value]
+                else:
+                    below.append(value)
+                continue
+            return None
+        return () if below is None else below
+    for value in container:
+        kind = type(value)
+        if (
+            kind is str
+            or kind is _NONE_TYPE
+            or kind is int
+            or kind is bool
+            or kind is float
+            or kind is bytes
+        ):
+            continue
+        if kind is dict or kind is list or kind is tuple:
+            if below is None:
+                below = [value]
+            else:
+                below.append(value)
+            continue
+        return None
+    return () if below is None else below
+
+
+def is_plain_leaf(value: object) -> bool:
+    """Whether ``value``'s type is exactly one of the leaf types of plain data (see
+    :func:`plain_children`); compared by identity, so nothing of the value's own runs."""
+    kind = type(value)
+    return (
+        kind is str
+        or kind is _NONE_TYPE
+        or kind is int
+        or kind is bool
+        or kind is float
+        or kind is bytes
+    )
 
 
 def data_of(top: dict[Any, Any]) -> Any:

@@ -10,6 +10,7 @@ Helpers:
   library encodes as UTF-8.
 - :func:`clean_label` is the media-type (and name) cleaner: control and format characters
   removed (bidi overrides included), whitespace collapsed, cut at a bound, made well formed.
+  :func:`is_clean` tells, cheaply, when a text has nothing to clean.
 - :func:`size_label` is ``~NB`` under 1,024 bytes, ``~NKB`` (rounded, at least 1) under 1 MiB,
   otherwise ``~N.NMB``.
 - :func:`decoded_size` is a base64 string's decoded size, computed without decoding it.
@@ -67,6 +68,7 @@ __all__ = [
     "http_status",
     "image_placeholder",
     "inline_no_data",
+    "is_clean",
     "length_mismatch",
     "over_cap",
     "over_declared",
@@ -107,8 +109,11 @@ def well_formed(text: str) -> str:
     """Return ``text`` with every lone surrogate replaced by U+FFFD.
 
     The result always encodes as UTF-8. Linear in ``len(text)``; returns ``text`` itself when it
-    is already well formed.
+    is already well formed. An exact ``str`` that is all ASCII (a flag CPython keeps, so the
+    check costs nothing) is returned at once; anything else is encoded to find out.
     """
+    if type(text) is str and text.isascii():
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -144,10 +149,33 @@ def clean_label(text: str, limit: int = MEDIA_TYPE_MAX_CHARS) -> str:
     whitespace runs collapse to one space and the ends are stripped, the text is cut at
     ``limit`` characters, and the result is made well formed. Linear in ``len(text)``; never
     raises.
+
+    An exact ``str`` of printable ASCII with no leading, trailing or doubled space has nothing
+    to clean, so it is only cut (the result is the same as the full cleaning's).
     """
+    if is_clean(text):
+        return text[:limit]
     visible = _invisible().sub("", text)
     collapsed = _WHITESPACE.sub(" ", visible).strip()
     return well_formed(collapsed[:limit])
+
+
+def is_clean(text: str) -> bool:
+    """Whether :func:`clean_label` would leave ``text`` as it is (but for the cut). Constant time
+    for non-ASCII text, linear in ``len(text)`` otherwise; never raises.
+
+    True only for an exact ``str`` (a subclass's methods are never called) of printable ASCII,
+    U+0020 to U+007E, whose only whitespace, the space, never starts, ends or doubles: such text
+    holds no control or format character, no whitespace run to collapse, nothing to strip and
+    no lone surrogate.
+    """
+    return (
+        type(text) is str
+        and text.isascii()
+        and text.isprintable()
+        and "  " not in text
+        and text.strip(" ") == text
+    )
 
 
 def size_label(size: int) -> str:
