@@ -310,8 +310,8 @@ def _read_general(top: dict[Any, Any], memo: dict[int, Classification] | None) -
                 # The values to visit: all but the scalars, tested last to first (the order a
                 # stack walk tests them in); an exact dict is never a scalar.
                 below: list[Any] = []
-                for child in reversed(children):
-                    if type(child) is dict or not isinstance(child, PLAIN_SCALARS):
+                for child in reversed(children):  # by real type: a __class__ can't pose
+                    if type(child) is dict or not issubclass(type(child), PLAIN_SCALARS):
                         below.append(child)
                 if below:
                     below.reverse()

@@ -154,22 +154,38 @@ def is_block(value: object) -> bool:
     return isinstance(kind, str) and kind in BLOCK_TYPES
 
 
+def exact_str(value: object) -> str | None:
+    """``value`` as an exact ``str`` when it is a string, else ``None``.
+
+    A ``str`` subclass is copied down with ``str.__str__`` (none of its own methods runs), and an
+    object that only claims to be a string (a ``__class__`` property) is no string: its real
+    type is asked, never its ``__class__``.
+    """
+    if type(value) is str:
+        return value
+    if issubclass(type(value), str):
+        return str.__str__(value)
+    return None
+
+
 def is_never(disposition: object) -> bool:
     """Whether a disposition value says ``never`` (any case, surrounding whitespace ignored)."""
-    return isinstance(disposition, str) and disposition.strip().casefold() == "never"
+    text = exact_str(disposition)
+    return text is not None and text.strip().casefold() == "never"
 
 
 def own_uri(value: object) -> str | None:
-    """A uri of its own: a non-empty string, else ``None``."""
-    return value if isinstance(value, str) and value else None
+    """A uri of its own: a non-empty string (an exact ``str``), else ``None``."""
+    return exact_str(value) or None
 
 
 def _text_or_none(value: object) -> str | None:
-    return value if isinstance(value, str) else None
+    return exact_str(value)
 
 
 def _media_type(value: object) -> str | None:
-    return value if isinstance(value, str) and value.strip() else None
+    text = exact_str(value)
+    return text if text is not None and text.strip() else None
 
 
 def _size(value: object) -> int | None:
@@ -194,8 +210,8 @@ def classify_block(block: object) -> Classification:
 def _classify_dict(block: dict[Any, Any]) -> Classification:
     match block.get("type"):
         case "text":
-            text = block.get("text")
-            return Text(text) if isinstance(text, str) else _UNKNOWN
+            text = exact_str(block.get("text"))
+            return Text(text) if text is not None else _UNKNOWN
         case "image":
             return _classify_media("image", block)
         case "audio":
@@ -206,8 +222,8 @@ def _classify_dict(block: dict[Any, Any]) -> Classification:
         case "resource":
             return _classify_resource(block)
         case "reference":
-            ref_id = block.get("id")
-            return ScriptObject(ref_id) if isinstance(ref_id, str) and ref_id else _UNKNOWN
+            ref_id = exact_str(block.get("id"))
+            return ScriptObject(ref_id) if ref_id else _UNKNOWN
         case _:
             return _UNKNOWN
 
@@ -230,9 +246,9 @@ def _reference(
 
 
 def _classify_media(kind: MediaKind, block: dict[Any, Any]) -> Classification:
-    data = block.get("data")
+    data = exact_str(block.get("data"))
     uri = own_uri(block.get("uri"))
-    if isinstance(data, str):
+    if data is not None:
         disposition = block.get("disposition")
         if disposition is not None:
             return Withheld(never_uri=uri if is_never(disposition) else None, embedded=False)
@@ -248,9 +264,11 @@ def _classify_resource(block: dict[Any, Any]) -> Classification:
     if uri is not None:
         return _reference("resource", uri, block)
     record = block.get("resource")
-    if not isinstance(record, dict) or not isinstance(record.get("uri"), str):
+    if not isinstance(record, dict):
         return _NO_LINK
-    record_uri: str = record["uri"]
+    record_uri = exact_str(record.get("uri"))
+    if record_uri is None:
+        return _NO_LINK
     disposition = block.get("disposition")
     if disposition is not None:
         never_uri = record_uri if is_never(disposition) and record_uri else None
@@ -260,14 +278,13 @@ def _classify_resource(block: dict[Any, Any]) -> Classification:
 
 def embedded_contents(record: dict[Any, Any]) -> EmbeddedContents:
     """What an embedded resource's record shows as (SPEC section 2, kind 6)."""
-    text = record.get("text")
-    blob = record.get("blob")
-    has_text, has_blob = isinstance(text, str), isinstance(blob, str)
-    if has_text == has_blob:
+    text = exact_str(record.get("text"))
+    blob = exact_str(record.get("blob"))
+    if (text is None) == (blob is None):
         return Marker(markers.EMBEDDED_UNREADABLE)
-    if isinstance(text, str):
+    if text is not None:
         return Text(text)
-    assert isinstance(blob, str)
+    assert blob is not None
     mime = _media_type(record.get("mimeType"))
     if mime is None:
         return Marker(markers.EMBEDDED_NO_MEDIA_TYPE)

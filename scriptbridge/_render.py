@@ -73,6 +73,7 @@ from ._registry import ReferenceRegistry
 from ._walk import (
     NODE_BUDGET,
     Budget,
+    children_of,
     copy_tree,
     data_of,
     is_plain_leaf,
@@ -355,9 +356,13 @@ class _Walk:
             return []
         if not isinstance(blocks, list | tuple):
             return [_text(markers.UNKNOWN_BLOCK)]
-        if not self.budget.open(blocks, len(blocks)):
+        try:
+            items = children_of(blocks)  # the base type's own iteration, as the claims walk's
+        except Exception:  # an object posing as a list (its __class__) can't be iterated so
+            return [_text(markers.UNKNOWN_BLOCK)]
+        if not self.budget.open(blocks, len(items)):
             return [_text(markers.DATA_TOO_DEEP)]
-        return [self._block_at(block) for block in blocks]
+        return [self._block_at(block) for block in items]
 
     def _block_at(self, block: object) -> dict[str, Any]:
         if isinstance(block, dict) and not self.budget.visit(block):

@@ -231,3 +231,17 @@ def test_walk_stops_at_an_embedded_resource_claiming_a_disposition() -> None:
     claims = read_claims(result)
     assert claims.never == {"emb:1"}
     assert claims.references == ()
+
+
+class _FakeStr:
+    """An object that claims to be a str through a ``__class__`` property."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return str
+
+
+def test_an_object_posing_as_a_scalar_makes_the_result_unreadable() -> None:
+    """A value that only claims to be a str is not plain data: the claims fail closed."""
+    claims = read_claims({"content": [], "structuredContent": {"note": _FakeStr()}})
+    assert claims.unreadable is not None and "_FakeStr" in claims.unreadable

@@ -536,3 +536,53 @@ def test_leaves_get_exact_types_and_keys_become_strings(reg: ReferenceRegistry) 
     }
     assert type(view["data"]["1"]) is int and type(view["data"]["2.5"]) is str
     assert view_of(reg, data={b"k": 1})["data"] == markers.UNREADABLE_VALUE
+
+
+class _LoudStr(str):
+    """A host tool's str subclass whose own methods raise."""
+
+    def encode(self, *args: Any, **kwargs: Any) -> bytes:
+        raise RuntimeError("encode was called")
+
+    def __str__(self) -> str:
+        raise RuntimeError("__str__ was called")
+
+
+class _FakeStr:
+    """An object that claims to be a str through a ``__class__`` property."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return str
+
+
+class _LyingList(list):  # type: ignore[type-arg]
+    """A list whose own iteration shows other blocks than it holds."""
+
+    def __iter__(self) -> Any:
+        return iter([{"type": "text", "text": "not in the list"}])
+
+    def __len__(self) -> int:
+        return 1
+
+
+def test_a_str_subclass_shows_as_an_exact_str_without_its_methods(reg: ReferenceRegistry) -> None:
+    """A text block's str subclass is copied down to an exact str; none of its methods run."""
+    view = render_script_view({"content": [{"type": "text", "text": _LoudStr("hi")}]}, reg)
+    (block,) = view["content"]
+    assert block == {"type": "text", "text": "hi"} and type(block["text"]) is str
+
+
+def test_an_object_posing_as_a_str_is_an_unknown_block(reg: ReferenceRegistry) -> None:
+    """An object that only claims to be a str (``__class__``) is no text: the block is unknown,
+    and rendering it doesn't raise."""
+    view = render_script_view({"content": [{"type": "text", "text": _FakeStr()}]}, reg)
+    assert view["content"] == [{"type": "text", "text": markers.UNKNOWN_BLOCK}]
+
+
+def test_content_is_read_through_the_list_type_not_its_subclass(reg: ReferenceRegistry) -> None:
+    """A list subclass's own ``__iter__`` and ``__len__`` are never called: the view shows what
+    the list holds, as the claims walk reads it."""
+    blocks = _LyingList([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}])
+    view = render_script_view({"content": blocks}, reg)
+    assert [block["text"] for block in view["content"]] == ["a", "b"]
