@@ -33,11 +33,14 @@ as before, and a spare that died while waiting is dropped, never handed out.
 Each run gets a directory of its own, ``<workspace>/runs/<run-id>/``, holding ``refs/`` (hard
 links to the payloads this run fetched, read-only to the child) and ``out/`` (its scratch space,
 writable). A run can't see another run's files. A payload whose record is marked never is
-unlinked from every run at once. When a run ends its ``refs/`` is removed; its ``out/`` is kept
-when the script wrote something (``ScriptResult.outputs`` lists those files) and removed
-otherwise. Closing the bridge stops every server, cancels running scripts (their results say
-``Cancelled``) and stops the zygote, which kills and reaps any child left, spares included, and
-removes the spares' directories.
+unlinked from every run at once. When a run ends, before ``run`` returns, the payload links in
+its ``refs/`` are removed; its ``out/`` is kept when the script wrote something
+(``ScriptResult.outputs`` lists those files). Otherwise the whole directory, by then empty but
+for its two empty folders, leaves ``runs/`` in one rename (to ``<workspace>/.trash/``) and is
+removed in the background: removing a directory costs this machine 100 to 300 µs a folder,
+about a tenth of a run's start. Closing the bridge stops every server, cancels running scripts
+(their results say ``Cancelled``) and stops the zygote, which kills and reaps any child left,
+spares included, and removes the spares' directories and the trash.
 """
 
 from __future__ import annotations
@@ -101,6 +104,8 @@ READY_TIMEOUT_S: Final = 30.0
 SPARE_CHILDREN: Final = 2
 """Children the bridge keeps forked, isolated and ready ahead of runs (module doc)."""
 SPARES_DIR: Final = ".spares"
+TRASH_DIR: Final = ".trash"
+"""Where a finished run's directory waits, out of ``runs/``, to be removed off the request path."""
 SPARE_RETRY_S: Final = (0.05, 5.0)
 """The first and the longest pause before forking a spare again after a failure."""
 EXIT_GRACE_S: Final = 5.0
@@ -239,6 +244,8 @@ class Bridge:
         self._link: ZygoteLink | None = None
         self._spares: deque[_Spare] = deque()
         self._spares_wanted = trio.Event()
+        self._trash: deque[Path] = deque()
+        self._trash_added = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._stack: contextlib.AsyncExitStack | None = None
         self.registry.add_mark_listener(self._unlink_marked)
@@ -259,7 +266,9 @@ class Bridge:
         await self._nursery.start(self._link.serve)
         (self.workspace.root / "runs").mkdir(exist_ok=True)
         (self.workspace.root / SPARES_DIR).mkdir(exist_ok=True)
+        (self.workspace.root / TRASH_DIR).mkdir(exist_ok=True)
         self._nursery.start_soon(self._keep_spares)
+        self._nursery.start_soon(self._empty_trash)
         self._stack = stack
         return self
 
@@ -288,6 +297,10 @@ class Bridge:
                     shutil.rmtree(spare.dir, ignore_errors=True)
                 with contextlib.suppress(OSError):
                     (self.workspace.root / SPARES_DIR).rmdir()
+                while self._trash:
+                    shutil.rmtree(self._trash.popleft(), ignore_errors=True)
+                with contextlib.suppress(OSError):
+                    (self.workspace.root / TRASH_DIR).rmdir()
             self._link = None
             zygote, self._zygote = self._zygote, None
             if zygote is not None:
@@ -554,21 +567,40 @@ class Bridge:
             except (ZygoteError, TimeoutError, ScriptBridgeError) as exc:
                 log.error("couldn't reap child %d of run %s: %s", child.pid, run.id, exc)
         refs = run.dir / "refs"
-        try:
-            os.rmdir(refs)  # the usual case: nothing was fetched
-        except FileNotFoundError:
-            pass
-        except OSError:
+        if run.linked or _holds_anything(refs):  # payload links go now, wherever the dir goes
             shutil.rmtree(refs, ignore_errors=True)
         run.linked.clear()
-        try:
-            os.rmdir(run.dir / "out")  # only when the script left nothing there
-        except OSError:
-            pass
+        if _holds_anything(run.dir / "out"):
+            with contextlib.suppress(OSError):
+                os.rmdir(refs)
         else:
-            shutil.rmtree(run.dir, ignore_errors=True)
+            self._throw_away(run)
         self._spares_wanted.set()  # replace the spare this run may have taken, now
         return status
+
+    def _throw_away(self, run: _Run) -> None:
+        """Move a finished run's directory out of ``runs/`` at once, to be removed later."""
+        trash = self.workspace.root / TRASH_DIR / run.id
+        try:
+            os.rename(run.dir, trash)
+        except FileNotFoundError:
+            return
+        except OSError:  # no trash to move it to: removed here, as it must go either way
+            shutil.rmtree(run.dir, ignore_errors=True)
+            return
+        self._trash.append(trash)
+        self._trash_added.set()
+
+    async def _empty_trash(self) -> None:
+        """Remove thrown-away run directories, off the request path, for as long as the bridge
+        is open (runs nursery task; what is left when it closes is removed then)."""
+        while True:
+            if not self._trash:
+                self._trash_added = trio.Event()
+                await self._trash_added.wait()
+            await trio.lowlevel.checkpoint()  # let whoever threw it away go on first
+            if self._trash:
+                shutil.rmtree(self._trash.popleft(), ignore_errors=True)
 
     # --- the conversation -------------------------------------------------------------------
 
@@ -816,6 +848,18 @@ def _make_run_dir(directory: Path) -> None:
     if not directory.is_dir():
         (directory / "refs").mkdir(parents=True)
         (directory / "out").mkdir()
+
+
+def _holds_anything(directory: Path) -> bool:
+    """Whether ``directory`` has an entry: ``False`` when it is gone, ``True`` when it can't be
+    read (then it is treated as holding something, never thrown away unseen)."""
+    try:
+        with os.scandir(directory) as entries:
+            return next(entries, None) is not None
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
 
 
 def _child_limits(limits: Limits) -> ChildLimits:

@@ -8,9 +8,17 @@ from collections.abc import AsyncIterator
 
 import pytest
 import trio
+import trio.testing
 
 from scriptbridge._limits import Limits
-from scriptbridge._supervisor import SPARE_CHILDREN, SPARES_DIR, Bridge, _Child, _Run
+from scriptbridge._supervisor import (
+    SPARE_CHILDREN,
+    SPARES_DIR,
+    TRASH_DIR,
+    Bridge,
+    _Child,
+    _Run,
+)
 
 
 @pytest.fixture
@@ -98,3 +106,26 @@ async def test_closing_removes_the_spares(tmp_path: pathlib.Path) -> None:
     async with Bridge(tmp_path / "ws") as bridge:
         await spares_ready(bridge)
     assert not (tmp_path / "ws" / SPARES_DIR).exists()
+
+
+async def test_a_finished_run_leaves_runs_at_once_and_is_removed_later(bridge: Bridge) -> None:
+    """A run that wrote nothing is out of runs/ when run returns; its directory, thrown away in
+    one rename, is removed in the background; one that wrote keeps its files."""
+    root = bridge.workspace.root
+    assert (await bridge.run("1 + 1\n")).ok
+    assert list((root / "runs").iterdir()) == []
+    wrote = await bridge.run("write_text('out/kept.txt', 'x')\n")
+    (kept,) = wrote.outputs
+    assert (root / kept).read_text() == "x"
+    assert sorted(p.name for p in (root / kept).parent.parent.iterdir()) == ["out"]  # no refs/
+    await trio.testing.wait_all_tasks_blocked()
+    assert list((root / TRASH_DIR).iterdir()) == []
+
+
+async def test_closing_leaves_no_trash(tmp_path: pathlib.Path) -> None:
+    """Closing right after runs (their directories not yet removed) leaves no .trash/."""
+    async with Bridge(tmp_path / "ws") as bridge:
+        for _ in range(3):
+            assert (await bridge.run("1\n")).ok
+    assert not (tmp_path / "ws" / TRASH_DIR).exists()
+    assert list((tmp_path / "ws" / "runs").iterdir()) == []
