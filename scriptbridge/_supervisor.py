@@ -266,7 +266,9 @@ class Bridge:
         await self._nursery.start(self._link.serve)
         (self.workspace.root / "runs").mkdir(exist_ok=True)
         (self.workspace.root / SPARES_DIR).mkdir(exist_ok=True)
-        (self.workspace.root / TRASH_DIR).mkdir(exist_ok=True)
+        trash = self.workspace.root / TRASH_DIR
+        trash.mkdir(exist_ok=True)
+        self._trash.extend(trash.iterdir())  # left by a bridge that couldn't close: garbage too
         self._nursery.start_soon(self._keep_spares)
         self._nursery.start_soon(self._empty_trash)
         self._stack = stack

@@ -129,3 +129,13 @@ async def test_closing_leaves_no_trash(tmp_path: pathlib.Path) -> None:
             assert (await bridge.run("1\n")).ok
     assert not (tmp_path / "ws" / TRASH_DIR).exists()
     assert list((tmp_path / "ws" / "runs").iterdir()) == []
+
+
+async def test_trash_left_by_an_earlier_bridge_is_removed(tmp_path: pathlib.Path) -> None:
+    """A run directory an earlier bridge left in .trash/ (it was killed) is removed too."""
+    left = tmp_path / "ws" / TRASH_DIR / "0123456789abcdef"
+    (left / "out").mkdir(parents=True)
+    (left / "refs").mkdir()
+    async with Bridge(tmp_path / "ws"):
+        await trio.testing.wait_all_tasks_blocked()
+        assert not left.exists()
