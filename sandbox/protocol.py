@@ -513,6 +513,12 @@ class FrameDecoder:
                 self._need = length
                 continue
             take = min(self._need - self._have, end - position)
+            if take == self._need:  # the whole body is in this chunk: one slice, no buffer
+                piece = data[position : position + take]
+                bodies.append(piece if type(piece) is bytes else bytes(piece))
+                position += take
+                self._need = None
+                continue
             if take >= _WHOLE_PIECE and position == 0 and take == end and type(data) is bytes:
                 self._parts.append(data)  # immutable and all body: kept without a copy
             elif self._parts and type(self._parts[-1]) is bytearray:
