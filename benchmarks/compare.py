@@ -654,9 +654,9 @@ async def compare_runtimes(
                              "pss_kib": pss_kib(worker),
                              "rss_kib": status_kib(worker, "VmRSS")}
                         )  # fmt: skip
-                        floor = forker.once()
-                        spawn.peer.append(floor)
-                        ending.peer.append(floor)
+                        fork_s = forker.once()
+                        spawn.peer.append(fork_s)
+                        ending.peer.append(fork_s)
                         await pause()
                 extra["idle_memory_detail"] = {"ours": ours_details, "monty": peer_details}
                 extra["affinity"] = check_affinity(set(os.sched_getaffinity(0)))
