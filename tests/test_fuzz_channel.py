@@ -818,10 +818,11 @@ async def test_the_channel_yields_validated_messages_in_order(
     await writer.aclose()
     os.close(child_r)
     assert ending == ("end" if rest == "end" and not invalid else "violation")
+    # Compared by repr: a float NaN in a message's data is never == itself.
     if rest == "bad-prefix":  # frames read with the bad prefix may go unread
-        assert got == valid[: len(got)]
+        assert list(map(repr, got)) == list(map(repr, valid[: len(got)]))
     else:
-        assert got == valid
+        assert list(map(repr, got)) == list(map(repr, valid))
 
 
 def test_the_fuzz_budget_reaches_two_thousand() -> None:
