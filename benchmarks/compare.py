@@ -531,18 +531,20 @@ async def compare_runtimes(
                 floor.ours = list(tool.ours)
 
                 print("  tool_call_sync ...", file=sys.stderr)
-                sync_tool = fig("tool_call_sync", "monty", "s", "none")
-                current = sync_tool
-                for _ in range(sizes.tool_samples):
-                    sync_tool.ours.append(
-                        await ours(OURS_SYNC_TOOL_SCRIPT, None, many) / TOOL_CALLS
-                    )
-                    await pause()
-                    sync_tool.peer.append(
-                        peer(warm_pool, PEER_TOOL_SCRIPT, None, {"noop": lambda: None}, peer_limits)
-                        / TOOL_CALLS
-                    )
-                    await pause()
+
+                async def ours_sync_call() -> float:
+                    return await ours(OURS_SYNC_TOOL_SCRIPT, None, many) / TOOL_CALLS
+
+                def peer_call() -> float:
+                    lookup = {"noop": lambda: None}
+                    return peer(warm_pool, PEER_TOOL_SCRIPT, None, lookup, peer_limits) / TOOL_CALLS
+
+                await interleave(
+                    sizes.tool_samples,
+                    fig("tool_call_sync", "monty", "s", "none"),
+                    ours_sync_call,
+                    peer_call,
+                )
 
                 print("  scripts_per_s ...", file=sys.stderr)
                 count = sizes.throughput_scripts
