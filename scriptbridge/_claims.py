@@ -81,7 +81,9 @@ def read_claims(result: object, memo: dict[int, Classification] | None = None) -
 
 
 def read_plain_claims(top: dict[Any, Any]) -> Claims | None:
-    """The claims of a result that is plain data all through, or ``None`` if it is not.
+    """The claims of a result that is plain data wherever a claims walk reads it, or ``None``
+    if it is not. (No walk reads below an embedded resource's record's own values, so what
+    lies there can be anything.)
 
     ``None`` also when the walk passes the node budget. Otherwise the claims are exactly the
     general walk's: the same walk, in the same order, with the same limits (see

@@ -15,6 +15,7 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
+import pytest
 from hostile_strategies import HOSTILE_TEXT, REF_URIS, SCALARS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -165,7 +166,9 @@ def _traced_leaf(tag: int) -> Any:
 
 @st.composite
 def foreign_results(draw: st.DrawFn) -> Any:
-    """A common result with one value somewhere replaced by one whose code would run."""
+    """A common result with one value somewhere a walk reads replaced by one whose code would
+    run. No walk reads below an embedded resource's record's own values (the classifier reads
+    those, its uri, contents and mime type, and nothing deeper), so no spot is picked there."""
     result: Any = draw(COMMON_RESULTS)
     spots: list[tuple[Any, Any]] = []
     stack: list[Any] = [result]
@@ -173,6 +176,11 @@ def foreign_results(draw: st.DrawFn) -> Any:
         value = stack.pop()
         if type(value) is dict:
             spots.extend((value, key) for key in value)
+            record = value.get("resource") if value is not result else None
+            if value.get("type") == "resource" and type(record) is dict:
+                spots.extend((record, key) for key in record)  # its values, not below them
+                stack.extend(v for k, v in value.items() if k != "resource")
+                continue
             stack.extend(value.values())
         elif type(value) is list:
             spots.extend((value, index) for index in range(len(value)))
@@ -298,6 +306,31 @@ def test_plain_path_declines_before_running_anything_of_the_result(
     assert_same(render_script_view(result, reg), _render_general(result, reg))
     assert read_claims(result) == _read_general(result, None)
 
+
+
+@pytest.mark.parametrize("where", ["structuredContent", "content", "_meta"])
+@pytest.mark.parametrize("leaf", [0, 1, 2])
+def test_what_lies_below_an_embedded_record_is_never_read(where: str, leaf: int) -> None:
+    """A value whose own code could run, below an embedded resource's record's own values
+    (where no walk reads), runs nothing on either path, and both paths agree; the plain paths
+    may take such a result (found by hypothesis: they did, and that is right)."""
+    block = {
+        "type": "resource",
+        "resource": {"uri": "emb:1/x", "text": "t", "_meta": {"inner": [_traced_leaf(leaf)]}},
+    }
+    result: dict[str, Any] = {"content": []}
+    result[where] = [block] if where == "content" else block
+    reg = ReferenceRegistry()
+    Tracer.calls.clear()
+    plain_claims = read_plain_claims(result)
+    plain_view = _render_plain(result, reg)
+    general_view = _render_general(result, reg)
+    assert read_claims(result) == _read_general(result, None)
+    assert Tracer.calls == []
+    if plain_claims is not None:
+        assert plain_claims == _read_general(result, None)
+    if plain_view is not None:
+        assert_same(plain_view, general_view)
 
 @SETTINGS
 @given(st.one_of(COMMON_BLOCKS, blocks()))
