@@ -342,8 +342,14 @@ _SYSCALLS: Final[dict[str, tuple[int | None, int | None]]] = {
     # process creation and replacement
     "fork": (57, None), "vfork": (58, None),
     "execve": (59, 221), "execveat": (322, 281),
-    # sockets
+    # sockets: none may be made, and the one the child has (its channel from the host,
+    # sandbox._zygote.open_channel) may only be read and written like a pipe
     "socket": (41, 198), "socketpair": (53, 199),
+    "connect": (42, 203), "accept": (43, 202), "accept4": (288, 242),
+    "sendto": (44, 206), "recvfrom": (45, 207), "sendmsg": (46, 211), "recvmsg": (47, 212),
+    "sendmmsg": (307, 269), "recvmmsg": (299, 243), "shutdown": (48, 210), "bind": (49, 200),
+    "listen": (50, 201), "getsockname": (51, 204), "getpeername": (52, 205),
+    "setsockopt": (54, 208), "getsockopt": (55, 209),
     # other processes' memory and descriptors
     "ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271),
     "pidfd_open": (434, 434), "pidfd_getfd": (438, 438), "pidfd_send_signal": (424, 424),

@@ -3,15 +3,16 @@
 One long-lived process (started by :meth:`ZygoteProcess.start` with an empty environment, in a
 session of its own, holding only its end of a Unix ``SOCK_SEQPACKET`` socket) has already
 imported and exercised RestrictedPython, msgpack, pydantic, the protocol, the runtime and the
-allowlisted modules. For each ``spawn`` request it receives the child's two pipe ends over the
-socket (``SCM_RIGHTS``), forks, and the child isolates itself (:mod:`sandbox._isolation`),
-primes itself (:func:`sandbox._runtime.prime`: the pages a run touches are copied before it says
-``ready``, not between ``start`` and ``done``) and serves exactly one script
-(:func:`sandbox._runtime.serve`); it exits right after its last message, before anything of the
-script's is released, so no script code runs after ``done``. The zygote sets malloc to keep and
-reuse freed memory (:func:`_keep_freed_memory`), for itself and every child. The zygote reaps
-every child (through a pidfd each) and reports its exit status and resource use on ``wait``.
-No child ever runs a second script, and a child never returns into the zygote's loop.
+allowlisted modules. For each ``spawn`` request it receives the child's ends of its channel
+(:func:`open_channel`) over the socket (``SCM_RIGHTS``), forks, and the child isolates itself
+(:mod:`sandbox._isolation`), primes itself (:func:`sandbox._runtime.prime`: the pages a run
+touches are copied before it says ``ready``, not between ``start`` and ``done``) and serves
+exactly one script (:func:`sandbox._runtime.serve`); it exits right after its last message,
+before anything of the script's is released, so no script code runs after ``done``. The zygote
+sets malloc to keep and reuse freed memory (:func:`_keep_freed_memory`), for itself and every
+child. The zygote reaps every child (through a pidfd each) and reports its exit status and
+resource use on ``wait``. No child ever runs a second script, and a child never returns into
+the zygote's loop.
 
 Requests and replies are small msgpack maps, one per datagram, validated by pydantic on both
 ends. When the requester's end of the socket closes, the zygote kills every child it still has,
@@ -55,6 +56,7 @@ __all__ = [
     "ZygoteProcess",
     "ZygoteReply",
     "encode_request",
+    "open_channel",
     "read_reply",
 ]
 
@@ -234,13 +236,43 @@ def read_reply(data: bytes) -> ZygoteReply:
 # Client
 
 
+TO_CHILD_SEND_BUFFER: Final = 1 << 20
+"""Send buffer asked for the host -> child stream (the kernel doubles it, and caps it at
+``net.core.wmem_max``): a 1 MiB tool result fits in it, so it crosses in one write."""
+
+
+def open_channel() -> tuple[int, int, int, int]:
+    """Open the two streams of one child's channel; return ``(to_child, from_child, child_read,
+    child_write)``, the host's two ends and then the child's. The caller owns all four fds.
+
+    Host -> child is a Unix stream socket pair rather than a pipe. A pipe's capacity is capped
+    by ``fs.pipe-max-size`` and each user's pipe pages, so a large tool result crossed a pipe
+    in many writes, each a switch between host and child on one CPU; a socket's send buffer
+    (:data:`TO_CHILD_SEND_BUFFER`) takes a 1 MiB result in one (``benchmarks/compare.py``,
+    ``payload_1mib``). The host's end is shut for reading before the child gets its own, so
+    the child can only read, as from a pipe: anything it writes fails with ``EPIPE``. What a
+    socket has and a pipe doesn't (``sendmsg`` and its descriptor passing, ``bind``,
+    ``setsockopt``, ...) the child's seccomp filter denies. Child -> host stays a pipe.
+
+    Raises:
+        OSError: the system is out of fds or socket memory; nothing is left open.
+    """
+    host_end, child_read = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with host_end, child_read:
+        host_end.shutdown(socket.SHUT_RD)
+        with contextlib.suppress(OSError):  # best effort: the kernel caps it at wmem_max
+            host_end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, TO_CHILD_SEND_BUFFER)
+        from_child, child_write = os.pipe()
+        return host_end.detach(), from_child, child_read.detach(), child_write
+
+
 @dataclass(frozen=True)
 class SpawnedChild:
     """A child forked for one run. The caller owns both fds and must close them.
 
     Attributes:
         pid: the child's pid (valid until :meth:`ZygoteClient.wait` has returned for it).
-        to_child: write end of the host -> child pipe.
+        to_child: the host's (write-only) end of the host -> child stream (:func:`open_channel`).
         from_child: read end of the child -> host pipe.
     """
 
@@ -367,7 +399,7 @@ class ZygoteClient:
         timeout: float | None = 30.0,
     ) -> SpawnedChild:
         """Fork a fresh child for one run in ``workspace`` and return it with the host's ends
-        of its two pipes.
+        of its channel (:func:`open_channel`).
 
         The child isolates itself, then sends ``ready`` on ``from_child``. Layers named in
         ``disable`` are skipped (reported with the reason ``disabled``); tests and the security
@@ -384,8 +416,7 @@ class ZygoteClient:
             limits=limits or ChildLimits(),
             disable=sorted(set(disable)),
         )
-        child_read, to_child = os.pipe()
-        from_child, child_write = os.pipe()
+        to_child, from_child, child_read, child_write = open_channel()
         try:
             self._send(request, [child_read, child_write])
         except BaseException:

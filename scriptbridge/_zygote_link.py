@@ -17,8 +17,6 @@ one.
 from __future__ import annotations
 
 import array
-import contextlib
-import fcntl
 import itertools
 import logging
 import os
@@ -36,6 +34,7 @@ from sandbox._zygote import (
     ZygoteProcess,
     ZygoteReply,
     encode_request,
+    open_channel,
     read_reply,
 )
 
@@ -44,10 +43,6 @@ __all__ = ["ZygoteLink"]
 log = logging.getLogger("scriptbridge.zygote")
 
 _DATAGRAM: Final = 65536
-_F_SETPIPE_SZ: Final = 1031
-TO_CHILD_PIPE_BYTES: Final = 256 * 1024
-"""Capacity asked for each host -> child pipe (Linux default: 64 KiB): a large tool result
-crosses in four writes instead of sixteen, each a switch between host and child."""
 
 
 class _Slot:
@@ -135,8 +130,8 @@ class ZygoteLink:
     async def spawn(self, workspace: os.PathLike[str], limits: ChildLimits) -> SpawnedChild:
         """Fork a fresh child for one run in ``workspace``, watched from now on.
 
-        Returns it with the host's ends of its two pipes (the caller owns them); the host ->
-        child pipe holds :data:`TO_CHILD_PIPE_BYTES` where the kernel allows it. Cancelling
+        Returns it with the host's ends of its channel (:func:`sandbox._zygote.open_channel`;
+        the caller owns them). Cancelling
         this abandons the request: a child forked for it later is killed when reported.
 
         Raises:
@@ -144,10 +139,7 @@ class ZygoteLink:
         """
         req_id, slot = self._slot()
         data = encode_request("spawn", req_id, workspace=workspace, limits=limits)
-        child_read, to_child = os.pipe()
-        from_child, child_write = os.pipe()
-        with contextlib.suppress(OSError):  # best effort: a user's pipe pages are limited
-            fcntl.fcntl(to_child, _F_SETPIPE_SZ, TO_CHILD_PIPE_BYTES)
+        to_child, from_child, child_read, child_write = open_channel()
         try:
             try:
                 await self._send(data, [child_read, child_write])

@@ -5,17 +5,16 @@ from __future__ import annotations
 import os
 import pathlib
 import signal
+import socket
 from collections.abc import AsyncIterator
 
 import pytest
 import trio
 
 from sandbox._isolation import ChildLimits
-from sandbox._zygote import ZygoteError, ZygoteProcess
+from sandbox._zygote import TO_CHILD_SEND_BUFFER, ZygoteError, ZygoteProcess
 from sandbox.protocol import BlockingChannel, Ready
-from scriptbridge._zygote_link import TO_CHILD_PIPE_BYTES, ZygoteLink
-
-F_GETPIPE_SZ = 1032
+from scriptbridge._zygote_link import ZygoteLink
 
 
 @pytest.fixture
@@ -78,14 +77,18 @@ async def test_kill_wait_and_timeout(link: ZygoteLink, workspace: pathlib.Path) 
         os.close(child.from_child)
 
 
-async def test_host_to_child_pipe_is_enlarged(link: ZygoteLink, workspace: pathlib.Path) -> None:
-    """The host -> child pipe holds TO_CHILD_PIPE_BYTES (as root, nothing limits it)."""
-    import fcntl
-
+async def test_host_to_child_stream_takes_a_large_frame_in_one_write(
+    link: ZygoteLink, workspace: pathlib.Path
+) -> None:
+    """The host's end of the host -> child stream is a socket whose send buffer is
+    TO_CHILD_SEND_BUFFER (doubled by the kernel, capped at wmem_max), shut for reading."""
     child = await link.spawn(workspace, ChildLimits())
     try:
-        if os.geteuid() == 0:
-            assert fcntl.fcntl(child.to_child, F_GETPIPE_SZ) == TO_CHILD_PIPE_BYTES
+        with socket.socket(fileno=os.dup(child.to_child)) as host_end:
+            wmem_max = int(pathlib.Path("/proc/sys/net/core/wmem_max").read_text())
+            expected = 2 * min(TO_CHILD_SEND_BUFFER, wmem_max)
+            assert host_end.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) == expected
+            assert host_end.recv(1, socket.MSG_DONTWAIT) == b""  # shut: reads end at once
     finally:
         await link.kill(child.pid)
         await link.wait(child.pid, timeout=10)

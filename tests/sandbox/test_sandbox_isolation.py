@@ -288,6 +288,52 @@ def test_seccomp_signals_only_self(escape: Callable[..., RunRecord], zygote: obj
     assert escape(code, keep=("seccomp",)).value == ["denied", errno.EPERM]
 
 
+CHANNEL_SOCKET = """
+stat = sysmod.modules["stat"]
+socketmod = sysmod.modules["socket"]
+def is_socket(fd):
+    return attempt(lambda: stat.S_ISSOCK(os.fstat(fd).st_mode)) == ["ok", True]
+(fd,) = [fd for fd in range(3, 64) if is_socket(fd)]
+# family, type and proto given: wrapping the fd makes no system call
+sock = socketmod.socket(socketmod.AF_UNIX, socketmod.SOCK_STREAM, 0, fd)
+results = [
+    attempt(lambda: os.write(fd, b"x")),
+    attempt(lambda: sock.send(b"x")),
+    attempt(lambda: sock.sendmsg([b"x"])),
+    attempt(lambda: sock.recv(1, socketmod.MSG_DONTWAIT | socketmod.MSG_PEEK)),
+    attempt(lambda: sock.recvmsg(1, 0, socketmod.MSG_DONTWAIT | socketmod.MSG_PEEK)),
+    attempt(lambda: sock.setsockopt(socketmod.SOL_SOCKET, socketmod.SO_SNDBUF, 1 << 22)),
+    attempt(lambda: sock.getsockopt(socketmod.SOL_SOCKET, socketmod.SO_TYPE)),
+    attempt(lambda: sock.bind("\\0scriptbridge-test")),
+    attempt(lambda: sock.connect("\\0scriptbridge-test")),
+    attempt(lambda: sock.listen()),
+    attempt(lambda: sock.getpeername()),
+    attempt(lambda: sock.shutdown(socketmod.SHUT_RD)),
+]
+sock.detach()
+results
+"""
+
+
+def test_channel_from_the_host_is_a_read_only_socket(escape: Callable[..., RunRecord]) -> None:
+    """The child's end of the host -> child channel is a socket (so a large frame crosses in
+    one write) that it can only read: writing to it fails with EPIPE, and with seccomp every
+    call a pipe doesn't have (sendmsg with its descriptor passing, bind, setsockopt, ...)
+    fails with EPERM."""
+    results = escape(CHANNEL_SOCKET, keep=("seccomp",)).value
+    assert results[0] == ["denied", errno.EPIPE]
+    assert results[1:] == [["denied", errno.EPERM]] * (len(results) - 1)
+
+
+def test_channel_socket_without_seccomp_still_refuses_writes(
+    escape: Callable[..., RunRecord],
+) -> None:
+    """Without seccomp the socket calls reach the kernel, but the host's end was shut for
+    reading before the child got its own: nothing the child sends arrives (EPIPE)."""
+    results = escape(CHANNEL_SOCKET, keep=("rlimits",)).value
+    assert results[:3] == [["denied", errno.EPIPE]] * 3
+
+
 def test_rlimits_values(escape: Callable[..., RunRecord]) -> None:
     """rlimits alone: CPU, file size, open files and core are as configured."""
     code = """
