@@ -115,6 +115,8 @@ MAX_DATA_NODES: Final = 1_000_000
 
 _PREFIX = struct.Struct(">I")
 _READ_CHUNK = 65536
+_PACK_BUFFER = 4096
+"""Initial size of a message's pack buffer (msgpack's default, 256 KiB, is a fresh mapping)."""
 _WHOLE_PIECE = 16384
 """A chunk at least this large that is all body is kept by the decoder without a copy."""
 
@@ -413,15 +415,22 @@ def encode_frame(message: _Message, *, limit: int = DEFAULT_FRAME_LIMIT) -> byte
     return b"".join(encode_parts(message, limit=limit))
 
 
-def encode_parts(message: _Message, *, limit: int = DEFAULT_FRAME_LIMIT) -> tuple[bytes, bytes]:
+def encode_parts(
+    message: _Message, *, limit: int = DEFAULT_FRAME_LIMIT
+) -> tuple[bytes, memoryview]:
     """Return ``message`` framed as two parts, the 4-byte prefix and the body, to be written
     one after the other (``os.writev``): a large body is then never copied behind its prefix.
+
+    The body is a read-only view of the buffer it was packed into, which belongs to no one
+    else: a large body is not copied out of it into a ``bytes`` either.
 
     Raises:
         ProtocolError: as :func:`encode_frame`.
     """
+    packer = msgpack.Packer(use_bin_type=True, autoreset=False, buf_size=_PACK_BUFFER)
     try:
-        body: bytes = msgpack.packb(message.model_dump(mode="python"), use_bin_type=True)
+        packer.pack(message.model_dump(mode="python"))
+        body = packer.getbuffer().toreadonly()
     except (TypeError, ValueError, OverflowError) as exc:
         raise ProtocolError(f"cannot pack a {type(message).__name__} message: {exc}") from exc
     if len(body) > _limit(limit):
@@ -429,7 +438,7 @@ def encode_parts(message: _Message, *, limit: int = DEFAULT_FRAME_LIMIT) -> tupl
     return _PREFIX.pack(len(body)), body
 
 
-def write_parts(fd: int, parts: tuple[bytes, bytes], written: int = 0) -> int:
+def write_parts(fd: int, parts: tuple[bytes, memoryview], written: int = 0) -> int:
     """Write what is left of ``parts`` after their first ``written`` bytes to ``fd`` with one
     ``os.writev``; return the new count of bytes written (a non-blocking ``fd`` may take only
     part). Raises what ``os.writev`` raises (``BlockingIOError`` when a non-blocking pipe is
@@ -438,7 +447,7 @@ def write_parts(fd: int, parts: tuple[bytes, bytes], written: int = 0) -> int:
     if written < len(prefix):
         buffers: list[bytes | memoryview] = [prefix[written:], body]
     else:
-        buffers = [memoryview(body)[written - len(prefix) :]]
+        buffers = [body[written - len(prefix) :]]
     return written + os.writev(fd, buffers)
 
 
