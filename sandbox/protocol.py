@@ -488,6 +488,13 @@ class FrameDecoder:
         than its body's length)."""
         return len(self._prefix) + self._have
 
+    @property
+    def missing(self) -> int:
+        """How many bytes of the body being read are still to come (0 between frames and inside
+        a length prefix): a reader may ask for that much at once, to take a large body in one
+        read where its stream holds it."""
+        return 0 if self._need is None else self._need - self._have
+
     def feed(self, data: bytes) -> list[bytes]:
         """Add ``data`` and return every body it completes, in order.
 
@@ -651,7 +658,9 @@ class BlockingChannel:
             OSError: the read failed.
         """
         while not self._ready:
-            chunk = os.read(self.read_fd, _READ_CHUNK)
+            # The rest of a large body in one read (a socket may hold all of it; see
+            # sandbox._zygote.open_channel): one allocation and one kernel copy, not many.
+            chunk = os.read(self.read_fd, max(_READ_CHUNK, self._decoder.missing))
             if not chunk:
                 if self._decoder.at_boundary:
                     return None

@@ -307,7 +307,6 @@ def test_plain_path_declines_before_running_anything_of_the_result(
     assert read_claims(result) == _read_general(result, None)
 
 
-
 @pytest.mark.parametrize("where", ["structuredContent", "content", "_meta"])
 @pytest.mark.parametrize("leaf", [0, 1, 2])
 def test_what_lies_below_an_embedded_record_is_never_read(where: str, leaf: int) -> None:
@@ -331,6 +330,7 @@ def test_what_lies_below_an_embedded_record_is_never_read(where: str, leaf: int)
         assert plain_claims == _read_general(result, None)
     if plain_view is not None:
         assert_same(plain_view, general_view)
+
 
 @SETTINGS
 @given(st.one_of(COMMON_BLOCKS, blocks()))

@@ -138,6 +138,28 @@ def test_decoder_returns_the_same_bodies_however_the_stream_is_cut(
     assert decoder.at_boundary
 
 
+@given(
+    bodies=st.lists(st.binary(min_size=1, max_size=3000), min_size=1, max_size=6),
+    cuts=st.lists(st.integers(min_value=0, max_value=20_000), max_size=12),
+)
+def test_decoder_tells_how_much_of_a_body_is_missing(bodies: list[bytes], cuts: list[int]) -> None:
+    """After each chunk, ``missing`` is what the body being read still lacks (0 between frames
+    and inside a length prefix), so a reader may ask for exactly that much at once."""
+    stream = b"".join(struct.pack(">I", len(body)) + body for body in bodies)
+    edges = sorted({0, len(stream), *(cut % (len(stream) + 1) for cut in cuts)})
+    decoder = FrameDecoder()
+    for start, end in itertools.pairwise(edges):
+        decoder.feed(stream[start:end])
+        expected, frame_start = 0, 0
+        for body in bodies:
+            body_start, body_end = frame_start + 4, frame_start + 4 + len(body)
+            if body_start <= end < body_end:
+                expected = body_end - end
+            frame_start = body_end
+        assert decoder.missing == expected
+    assert decoder.missing == 0
+
+
 def test_a_large_body_is_returned_whole_from_many_chunks() -> None:
     """A 3 MiB body fed in 64 KiB reads (as from a pipe) comes back whole."""
     body = os.urandom(3 << 20)
