@@ -718,6 +718,7 @@ def compare_fetch(figures: dict[str, Figure], sizes: Sizes, workspace: Path) -> 
         url = f"http://127.0.0.1:{int(server.stdout.readline())}/payload.bin"
         fetch_bench.run_fetcher(url, workspace / "fetch-ws", size, -1)
         fetch_bench.run_curl(curl, url, workspace / "curl.bin")
+        os.unlink(workspace / "curl.bin")  # else curl's first counted run truncates it
         for run in range(sizes.fetch_runs):
             seconds = fetch_bench.run_curl(curl, url, workspace / "curl.bin")
             if (workspace / "curl.bin").stat().st_size != size:

@@ -152,6 +152,7 @@ def main() -> None:
             run_fetcher(url, tmpdir / "ws", size, -1)
             if curl:
                 run_curl(curl, url, tmpdir / "curl.bin")
+                os.unlink(tmpdir / "curl.bin")  # else curl's first counted run truncates it
             curl_times: list[float] = []
             fetch_times: list[float] = []
             growth_kib: list[int] = []

@@ -28,7 +28,7 @@ Guarantees:
   (``max_bytes``) and a declared-size check: a size the reference declared, and the response's
   ``Content-Length``, must agree, and the body must be exactly that long; a body that passes a
   limit is cut off when it does, and nothing past the limit is written.
-- **Schemes.** ``http``/``https`` go through httpx under the network policy of
+- **Schemes.** ``http``/``https`` go through :mod:`._httpget` under the network policy of
   :mod:`._netpolicy` (redirects followed here, at most :data:`MAX_REDIRECTS`, each hop checked
   again); ``file:``, ``data:`` and a uri without a valid scheme are refused; any other scheme is
   read through the bound server's ``resources/read`` (a :class:`ResourceReader` the host supplies
@@ -66,7 +66,8 @@ import httpx
 import trio
 
 from . import markers
-from ._netpolicy import AddressRefused, NetworkPolicy, PolicyTransport
+from ._httpget import HttpError, HttpResponse, http_get
+from ._netpolicy import AddressRefused, NetworkPolicy, PolicyBackend
 from ._registry import ReferenceRecord, ReferenceRegistry
 from ._workspace import PartialFile, Workspace, WorkspacePathError
 
@@ -415,41 +416,35 @@ class ReferenceFetcher:
             return Unfetchable(markers.BAD_URL)
         if url.scheme not in ("http", "https") or not url.host:
             return Unfetchable(markers.BAD_URL)
-        async with httpx.AsyncClient(
-            transport=PolicyTransport(self._policy),
-            trust_env=False,
-            timeout=None,
-            follow_redirects=False,
-            headers={"Accept-Encoding": "identity"},
-        ) as client:
-            for hop in range(MAX_REDIRECTS + 1):
-                try:
-                    async with client.stream("GET", url) as response:
-                        location = response.headers.get("location")
-                        if response.status_code in _REDIRECTS and location is not None:
-                            try:
-                                url = url.join(location)
-                            except (httpx.InvalidURL, TypeError, ValueError):
-                                return Unfetchable(markers.REDIRECT_SCHEME)
-                            if url.scheme not in ("http", "https") or not url.host:
-                                return Unfetchable(markers.REDIRECT_SCHEME)
-                            continue
-                        if response.status_code != 200:
-                            status = response.status_code
-                            retryable = status >= 500 or status in (408, 429)
-                            return Unfetchable(markers.http_status(status), retryable=retryable)
-                        return await self._receive(record, flight, response)
-                except AddressRefused as exc:
-                    return Unfetchable(markers.refused_address(exc.label, redirected=hop > 0))
-                except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError) as exc:
-                    log.info("fetching %s failed: %s: %s", record.id, type(exc).__name__, exc)
-                    return Unfetchable(markers.UNREACHABLE, retryable=True)
+        backend = PolicyBackend(self._policy)
+        for hop in range(MAX_REDIRECTS + 1):
+            try:
+                async with http_get(url, backend) as response:
+                    location = response.header("location")
+                    if response.status in _REDIRECTS and location is not None:
+                        try:
+                            url = url.join(location)
+                        except (httpx.InvalidURL, TypeError, ValueError):
+                            return Unfetchable(markers.REDIRECT_SCHEME)
+                        if url.scheme not in ("http", "https") or not url.host:
+                            return Unfetchable(markers.REDIRECT_SCHEME)
+                        continue
+                    if response.status != 200:
+                        status = response.status
+                        retryable = status >= 500 or status in (408, 429)
+                        return Unfetchable(markers.http_status(status), retryable=retryable)
+                    return await self._receive(record, flight, response)
+            except AddressRefused as exc:
+                return Unfetchable(markers.refused_address(exc.label, redirected=hop > 0))
+            except HttpError as exc:
+                log.info("fetching %s failed: %s", record.id, exc)
+                return Unfetchable(markers.UNREACHABLE, retryable=True)
         return Unfetchable(markers.too_many_redirects(MAX_REDIRECTS))
 
     async def _receive(
-        self, record: ReferenceRecord, flight: _Flight, response: httpx.Response
+        self, record: ReferenceRecord, flight: _Flight, response: HttpResponse
     ) -> FetchOutcome:
-        encoding = response.headers.get("content-encoding", "").strip().lower()
+        encoding = (response.header("content-encoding") or "").strip().lower()
         if encoding not in ("", "identity"):
             return Unfetchable(markers.ENCODED)
         declared = record.size
@@ -461,12 +456,12 @@ class ReferenceFetcher:
                 return Unfetchable(markers.declared_too_large(length, self.max_bytes))
             declared = length
         limit = self.max_bytes if declared is None else declared
-        opened = self._open_partial(record, flight, response.headers.get("content-type"))
+        opened = self._open_partial(record, flight, response.header("content-type"))
         if isinstance(opened, Unfetchable):
             return opened
         partial = opened
         received = 0
-        async for chunk in response.aiter_raw():
+        async for chunk in response.body():
             received += len(chunk)
             if received > limit:
                 if declared is None or received > self.max_bytes:
@@ -583,8 +578,8 @@ def _scheme(uri: str) -> str | None:
     return head.lower()
 
 
-def _content_length(response: httpx.Response) -> int | None:
-    value = response.headers.get("content-length")
+def _content_length(response: HttpResponse) -> int | None:
+    value = response.header("content-length")
     if value is None:
         return None
     value = value.strip()

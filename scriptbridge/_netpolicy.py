@@ -12,13 +12,11 @@ Where the check happens, and why there is no DNS-rebinding window:
 connection resolves its host **once**, checks every address the resolver returned, and connects
 to a checked address given as an IP literal, so nothing resolves the name a second time between
 the check and the connect. After connecting it confirms the peer is the address it checked. The
-request itself still carries the original host: httpcore takes the ``Host`` header and the TLS
-server name (SNI and certificate check) from the URL, not from the address. Redirects are
-followed by the fetcher, one hop at a time, and every hop opens its connections here, so a
-redirect to a refused address is refused like a first request to it. :class:`PolicyTransport`
-puts this backend under httpx through public API only (``httpcore.AsyncConnectionPool`` with
-``network_backend=``); it never uses a proxy, so environment proxy settings can't route around
-the check (the fetcher also builds its client with ``trust_env=False``).
+request itself still carries the original host: :mod:`._httpget` takes the ``Host`` header and
+the TLS server name (SNI and certificate check) from the URL, not from the address. Redirects
+are followed by the fetcher, one hop at a time, and every hop opens its connection here, so a
+redirect to a refused address is refused like a first request to it. No proxy is ever used, so
+environment proxy settings can't route around the check.
 
 Choices where SPEC is silent:
 
@@ -41,8 +39,7 @@ import ipaddress
 import re
 import socket
 import ssl
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from typing import Final
 
 import httpcore
@@ -55,7 +52,6 @@ __all__ = [
     "AddressRefused",
     "NetworkPolicy",
     "PolicyBackend",
-    "PolicyTransport",
 ]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -355,103 +351,3 @@ class _WideReads(httpcore.AsyncNetworkStream):
 
     def get_extra_info(self, info: str) -> object:
         return self._stream.get_extra_info(info)
-
-
-_ERROR_MAP: Final[tuple[tuple[type[Exception], type[httpx.TransportError]], ...]] = (
-    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
-    (httpcore.ReadTimeout, httpx.ReadTimeout),
-    (httpcore.WriteTimeout, httpx.WriteTimeout),
-    (httpcore.PoolTimeout, httpx.PoolTimeout),
-    (httpcore.TimeoutException, httpx.TimeoutException),
-    (httpcore.ConnectError, httpx.ConnectError),
-    (httpcore.ReadError, httpx.ReadError),
-    (httpcore.WriteError, httpx.WriteError),
-    (httpcore.NetworkError, httpx.NetworkError),
-    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
-    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
-    (httpcore.ProtocolError, httpx.ProtocolError),
-    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
-    (httpcore.ProxyError, httpx.ProxyError),
-)
-
-
-@contextmanager
-def _mapped_errors() -> Iterator[None]:
-    """Re-raise httpcore's errors as httpx's, so callers catch one family (``httpx.HTTPError``).
-
-    The most specific class is listed first; the table mirrors httpx's own mapping.
-
-    :class:`AddressRefused` and ``trio.Cancelled`` pass through untouched.
-    """
-    try:
-        yield
-    except AddressRefused:
-        raise
-    except Exception as exc:
-        for source, target in _ERROR_MAP:
-            if isinstance(exc, source):
-                raise target(str(exc)) from exc
-        raise
-
-
-class _ResponseStream(httpx.AsyncByteStream):
-    def __init__(self, stream: AsyncIterable[bytes]) -> None:
-        self._stream = stream
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        with _mapped_errors():
-            async for part in self._stream:
-                yield part
-
-    async def aclose(self) -> None:
-        close = getattr(self._stream, "aclose", None)
-        if close is not None:
-            with _mapped_errors():
-                await close()
-
-
-class PolicyTransport(httpx.AsyncBaseTransport):
-    """An httpx transport whose every connection goes through :class:`PolicyBackend`.
-
-    HTTP/1.1 only, no proxy, no retries, no keep-alive between requests (each response's
-    connection is closed when the response is), certificates verified with httpcore's default
-    context. Its errors are httpx's (``httpx.TransportError`` subclasses), except
-    :class:`AddressRefused`, which passes through.
-    """
-
-    def __init__(self, policy: NetworkPolicy) -> None:
-        self._pool = httpcore.AsyncConnectionPool(
-            network_backend=PolicyBackend(policy),
-            http1=True,
-            http2=False,
-            retries=0,
-            max_keepalive_connections=0,
-        )
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        assert isinstance(request.stream, httpx.AsyncByteStream)
-        core_request = httpcore.Request(
-            method=request.method,
-            url=httpcore.URL(
-                scheme=request.url.raw_scheme,
-                host=request.url.raw_host,
-                port=request.url.port,
-                target=request.url.raw_path,
-            ),
-            headers=request.headers.raw,
-            content=request.stream,
-            extensions=request.extensions,
-        )
-        with _mapped_errors():
-            response = await self._pool.handle_async_request(core_request)
-        assert isinstance(response.stream, AsyncIterable)
-        return httpx.Response(
-            status_code=response.status,
-            headers=response.headers,
-            stream=_ResponseStream(response.stream),
-            extensions=response.extensions,
-        )
-
-    async def aclose(self) -> None:
-        with _mapped_errors():
-            await self._pool.aclose()

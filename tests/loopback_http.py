@@ -9,6 +9,7 @@ HTTP for the fetcher's tests: one request per connection, then the connection is
 from __future__ import annotations
 
 import functools
+import ssl
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -33,9 +34,10 @@ class LoopbackServer:
     routes: dict[str, Handler] = field(default_factory=dict)
     hits: Counter[str] = field(default_factory=Counter)
     requests: list[Request] = field(default_factory=list)
+    scheme: str = "http"
 
     def url(self, path: str) -> str:
-        return f"http://{self.host}:{self.port}{path}"
+        return f"{self.scheme}://{self.host}:{self.port}{path}"
 
     async def _serve(self, stream: trio.SocketStream) -> None:
         try:
@@ -67,6 +69,18 @@ async def start_server(nursery: trio.Nursery, host: str = "127.0.0.1") -> Loopba
     server = LoopbackServer(host)
     listeners = await nursery.start(functools.partial(trio.serve_tcp, host=host), server._serve, 0)
     server.port = listeners[0].socket.getsockname()[1]
+    return server
+
+
+async def start_tls_server(
+    nursery: trio.Nursery, context: ssl.SSLContext, host: str = "127.0.0.1"
+) -> LoopbackServer:
+    """Start a server speaking TLS with ``context`` (its certificate) on ``host``; the handlers
+    get a ``trio.SSLStream``, which sends and receives as a socket stream does."""
+    server = LoopbackServer(host, scheme="https")
+    serve = functools.partial(trio.serve_ssl_over_tcp, host=host, https_compatible=True)
+    listeners = await nursery.start(serve, server._serve, 0, context)
+    server.port = listeners[0].transport_listener.socket.getsockname()[1]
     return server
 
 

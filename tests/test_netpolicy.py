@@ -11,11 +11,11 @@ import pytest
 import trio
 from loopback_http import body, start_server
 
+from scriptbridge._httpget import HttpError, http_get
 from scriptbridge._netpolicy import (
     AddressRefused,
     NetworkPolicy,
     PolicyBackend,
-    PolicyTransport,
     address_label,
 )
 
@@ -113,10 +113,15 @@ async def test_refused_literal_is_never_connected(nursery: trio.Nursery) -> None
     with pytest.raises(AddressRefused) as info:
         await backend.connect_tcp("127.0.0.1", server.port)
     assert info.value.label == "a loopback address"
-    async with httpx.AsyncClient(transport=PolicyTransport(NetworkPolicy())) as client:
-        with pytest.raises(AddressRefused):
-            await client.get(server.url("/x"))
+    with pytest.raises(AddressRefused):
+        await get(server.url("/x"), NetworkPolicy())
     assert server.hits == {}
+
+
+async def get(url: str, policy: NetworkPolicy) -> bytes:
+    """The body of ``GET url`` through the fetcher's HTTP client under ``policy``."""
+    async with http_get(httpx.URL(url), PolicyBackend(policy)) as response:
+        return b"".join([bytes(piece) async for piece in response.body()])
 
 
 class _Resolver(trio.abc.HostnameResolver):
@@ -152,15 +157,13 @@ async def test_the_checked_address_is_the_connected_one(nursery: trio.Nursery) -
     resolver = _Resolver("127.0.0.1", "127.0.0.2")  # the second answer would be refused
     old = trio.socket.set_custom_hostname_resolver(resolver)
     try:
-        transport = PolicyTransport(NetworkPolicy(["127.0.0.1"]))
-        async with httpx.AsyncClient(transport=transport, trust_env=False) as client:
-            response = await client.get(f"http://rebind.test:{server.port}/x")
-            assert response.content == b"hello"
-            assert resolver.calls == 1
-            # The next connection resolves again, gets 127.0.0.2, and is refused unconnected.
-            with pytest.raises(AddressRefused) as info:
-                await client.get(f"http://rebind.test:{server.port}/x")
-            assert str(info.value.address) == "127.0.0.2"
+        policy = NetworkPolicy(["127.0.0.1"])
+        assert await get(f"http://rebind.test:{server.port}/x", policy) == b"hello"
+        assert resolver.calls == 1
+        # The next connection resolves again, gets 127.0.0.2, and is refused unconnected.
+        with pytest.raises(AddressRefused) as info:
+            await get(f"http://rebind.test:{server.port}/x", policy)
+        assert str(info.value.address) == "127.0.0.2"
     finally:
         trio.socket.set_custom_hostname_resolver(old)
     assert server.hits["/x"] == 1
@@ -172,21 +175,16 @@ async def test_a_host_name_resolving_to_loopback_is_refused(nursery: trio.Nurser
     server = await start_server(nursery)
     server.routes["/x"] = body(b"ok")
     url = f"http://localhost:{server.port}/x"
-    async with httpx.AsyncClient(transport=PolicyTransport(NetworkPolicy())) as client:
-        with pytest.raises(AddressRefused):
-            await client.get(url)
+    with pytest.raises(AddressRefused):
+        await get(url, NetworkPolicy())
     assert server.hits == {}
-    transport = PolicyTransport(NetworkPolicy(["localhost"]))
-    async with httpx.AsyncClient(transport=transport) as client:
-        assert (await client.get(url)).content == b"ok"
+    assert await get(url, NetworkPolicy(["localhost"])) == b"ok"
 
 
-async def test_transport_errors_are_httpx_errors(nursery: trio.Nursery) -> None:
-    """A connection that fails is an httpx.TransportError, not an httpcore one."""
+async def test_a_refused_connection_is_an_http_error(nursery: trio.Nursery) -> None:
+    """A permitted address that refuses the connection raises HttpError (not httpcore's)."""
     with trio.socket.socket() as sock:
         await sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # bound but not listening: the connect is refused
-        transport = PolicyTransport(NetworkPolicy(["127.0.0.1"]))
-        async with httpx.AsyncClient(transport=transport) as client:
-            with pytest.raises(httpx.ConnectError):
-                await client.get(f"http://127.0.0.1:{port}/")
+        with pytest.raises(HttpError, match="couldn't connect"):
+            await get(f"http://127.0.0.1:{port}/", NetworkPolicy(["127.0.0.1"]))

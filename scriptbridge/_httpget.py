@@ -1,0 +1,250 @@
+"""One HTTP/1.1 ``GET`` under the network policy, its body read straight off the connection.
+
+:func:`http_get` connects through :class:`~._netpolicy.PolicyBackend` (every address is checked
+before it is connected to), speaks TLS for ``https`` (certificates and host names verified
+against certifi's roots, as httpx does by default, ALPN ``http/1.1``), sends one ``GET`` with
+``Connection: close`` and ``Accept-Encoding: identity``, and gives the response once its head
+has arrived. h11 writes the request and parses and polices the head: its size (16 KiB), its
+status line, one ``Content-Length``, the framing of the body.
+
+A body with a ``Content-Length`` and no ``Transfer-Encoding`` (what a payload server sends) is
+read straight from the connection, never past its length, and handed out as the bytes each read
+returned. Through h11, every byte of it was copied about four times more (into h11's buffer, two
+slices out of it, and httpcore's ``bytes``), which held the fetcher to ~0.7 of ``curl``'s
+throughput (``benchmarks/fetch.py``). Any other body (chunked, or up to the connection's end)
+is framed by h11.
+
+A connection that fails, a TLS handshake that fails, bytes h11 refuses and a body that ends
+before its length all raise :class:`HttpError`; :class:`~._netpolicy.AddressRefused` passes
+through, and so does ``trio.Cancelled``. Nothing is retried and no redirect is followed: the
+caller decides (:class:`~._fetcher.ReferenceFetcher` does both). The connection is closed when
+the ``async with`` block is left, however it is left.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import functools
+import ssl
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Final
+
+import certifi
+import h11
+import httpcore
+import httpx
+import trio
+
+from ._netpolicy import READ_SIZE, PolicyBackend
+
+__all__ = ["HttpError", "HttpResponse", "http_get"]
+
+USER_AGENT: Final = "scriptbridge"
+
+_TRANSPORT_ERRORS: Final = (
+    httpcore.NetworkError,
+    httpcore.TimeoutException,
+    httpcore.ProtocolError,
+    ssl.SSLError,
+    OSError,
+    trio.BrokenResourceError,
+    trio.ClosedResourceError,
+    h11.ProtocolError,
+)
+
+
+class HttpError(Exception):
+    """The exchange broke: the connection, its TLS, or the server's HTTP."""
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """The TLS settings of every https fetch (made once: loading the roots takes milliseconds)."""
+    context = ssl.create_default_context()
+    context.load_verify_locations(certifi.where())
+    context.set_alpn_protocols(["http/1.1"])
+    return context
+
+
+class HttpResponse:
+    """A response whose head has arrived: :attr:`status`, :meth:`header` and :meth:`body`."""
+
+    def __init__(
+        self,
+        status: int,
+        headers: list[tuple[bytes, bytes]],
+        connection: h11.Connection,
+        stream: httpcore.AsyncNetworkStream,
+        socket: trio.socket.SocketType | None,
+    ) -> None:
+        self.status: Final = status
+        self._headers = headers
+        self._connection = connection
+        self._stream = stream
+        self._socket = socket  # the connection's own socket, when nothing (TLS) is over it
+
+    def header(self, name: str) -> str | None:
+        """The first value of header ``name`` (any case), or ``None``. Decoded as ASCII, else
+        UTF-8, else Latin-1, as httpx decodes headers."""
+        wanted = name.lower().encode("ascii")
+        for key, value in self._headers:
+            if key == wanted:
+                for encoding in ("ascii", "utf-8"):
+                    try:
+                        return value.decode(encoding)
+                    except UnicodeDecodeError:
+                        continue
+                return value.decode("latin-1")
+        return None
+
+    async def body(self) -> AsyncIterator[bytes | bytearray | memoryview]:
+        """The body's bytes, in pieces of at most :data:`READ_SIZE`, exactly as its framing
+        says: never a byte past a ``Content-Length``.
+
+        Over plain http, a body read straight off the connection is received into one buffer
+        that each piece is a view of, and that the next piece overwrites: use a piece (or copy
+        it) before asking for the next. (A fresh 1 MiB ``bytes`` per read costs the kernel
+        faulting in and zeroing 256 new pages each time, about as much as hashing the bytes.)
+
+        Raises:
+            HttpError: the body broke off before its end, or its framing is bad.
+        """
+        length = self._direct_length()
+        received = 0
+        while True:  # what h11 holds already (all of a body it frames)
+            event = _next_event(self._connection)
+            if event is h11.NEED_DATA:
+                if length is not None:
+                    break
+                _receive(self._connection, await _read(self._stream, READ_SIZE))
+            elif isinstance(event, h11.Data):
+                received += len(event.data)
+                yield event.data
+            elif isinstance(event, h11.EndOfMessage):
+                return
+            else:
+                raise HttpError(f"unexpected {type(event).__name__} in a response body")
+        assert length is not None
+        if self._socket is not None and received < length:  # the rest, straight into a buffer
+            view = memoryview(bytearray(min(READ_SIZE, length - received)))
+            while received < length:
+                count = await _recv_into(self._socket, view[: length - received])
+                if count == 0:
+                    raise HttpError(f"the body ended {length - received} bytes before its length")
+                received += count
+                yield view[:count]
+            return
+        while received < length:  # the rest, straight off the connection
+            data = await _read(self._stream, length - received)
+            if not data:
+                raise HttpError(f"the body ended {length - received} bytes before its length")
+            if len(data) > length - received:  # past the body: no longer this response's
+                data = data[: length - received]
+            received += len(data)
+            yield data
+
+    def _direct_length(self) -> int | None:
+        """The body's length when it is framed by ``Content-Length`` alone (h11 has checked
+        the header), else ``None``."""
+        if self.header("transfer-encoding") is not None:
+            return None
+        value = self.header("content-length")
+        return None if value is None else int(value)
+
+
+def _next_event(connection: h11.Connection) -> object:
+    try:
+        return connection.next_event()
+    except h11.ProtocolError as exc:
+        raise HttpError(f"the server's HTTP is bad: {exc}") from exc
+
+
+def _receive(connection: h11.Connection, data: bytes) -> None:
+    try:
+        connection.receive_data(data)
+    except h11.ProtocolError as exc:
+        raise HttpError(f"the server's HTTP is bad: {exc}") from exc
+
+
+async def _read(stream: httpcore.AsyncNetworkStream, max_bytes: int) -> bytes:
+    """Up to ``max_bytes`` (the policy's streams may return more: up to READ_SIZE)."""
+    try:
+        return await stream.read(max_bytes)
+    except _TRANSPORT_ERRORS as exc:
+        raise HttpError(f"reading failed: {type(exc).__name__}: {exc}") from exc
+
+
+async def _recv_into(socket: trio.socket.SocketType, view: memoryview) -> int:
+    try:
+        return await socket.recv_into(view)
+    except OSError as exc:
+        raise HttpError(f"reading failed: {type(exc).__name__}: {exc}") from exc
+
+
+@asynccontextmanager
+async def http_get(
+    url: httpx.URL, backend: PolicyBackend, *, tls: ssl.SSLContext | None = None
+) -> AsyncIterator[HttpResponse]:
+    """``GET url`` (``http`` or ``https``) through ``backend``; yield the response once its
+    head has arrived (informational ``1xx`` heads are passed over). ``tls`` replaces the TLS
+    settings of an https fetch (tests give it their own certificate authority).
+
+    Raises:
+        AddressRefused: the policy refuses every address of the host (nothing was connected).
+        HttpError: as the module doc says.
+        ValueError: ``url`` is neither ``http`` nor ``https``, or has no host.
+    """
+    if url.scheme not in ("http", "https") or not url.raw_host:
+        raise ValueError(f"not an http(s) url with a host: {url}")
+    host = url.raw_host.decode("ascii")
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        stream = await backend.connect_tcp(host, port)
+    except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+        raise HttpError(f"couldn't connect: {exc}") from exc
+    try:
+        if url.scheme == "https":
+            try:
+                stream = await stream.start_tls(tls or _tls_context(), server_hostname=host)
+            except _TRANSPORT_ERRORS as exc:
+                raise HttpError(f"TLS failed: {type(exc).__name__}: {exc}") from exc
+        connection = h11.Connection(h11.CLIENT)
+        try:
+            request = h11.Request(method="GET", target=url.raw_path, headers=_headers(url))
+            data = connection.send(request)
+            end = connection.send(h11.EndOfMessage())
+            assert data is not None and end is not None
+            await stream.write(data + end)
+        except _TRANSPORT_ERRORS as exc:
+            raise HttpError(f"sending the request failed: {type(exc).__name__}: {exc}") from exc
+        while True:
+            event = _next_event(connection)
+            if event is h11.NEED_DATA:
+                _receive(connection, await _read(stream, READ_SIZE))
+            elif isinstance(event, h11.Response):
+                break
+            elif not isinstance(event, h11.InformationalResponse):
+                raise HttpError(f"unexpected {type(event).__name__} before the response")
+        plain = stream.get_extra_info("socket") if url.scheme == "http" else None
+        socket = plain if isinstance(plain, trio.socket.SocketType) else None
+        yield HttpResponse(event.status_code, list(event.headers), connection, stream, socket)
+    finally:
+        # Closed however the block is left; trio closes the socket even when this is cancelled.
+        with contextlib.suppress(*_TRANSPORT_ERRORS):
+            await stream.aclose()
+
+
+def _headers(url: httpx.URL) -> list[tuple[bytes, bytes]]:
+    headers = [
+        (b"Host", url.netloc),
+        (b"Accept", b"*/*"),
+        (b"Accept-Encoding", b"identity"),
+        (b"Connection", b"close"),
+        (b"User-Agent", USER_AGENT.encode("ascii")),
+    ]
+    if url.userinfo:  # as httpx does: credentials in the url are sent as Basic auth
+        credentials = f"{url.username}:{url.password}".encode()
+        headers.append((b"Authorization", b"Basic " + base64.b64encode(credentials)))
+    return headers
