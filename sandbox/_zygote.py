@@ -252,7 +252,10 @@ def open_channel() -> tuple[int, int, int, int]:
     ``payload_1mib``). The host's end is shut for reading before the child gets its own, so
     the child can only read, as from a pipe: anything it writes fails with ``EPIPE``. What a
     socket has and a pipe doesn't (``sendmsg`` and its descriptor passing, ``bind``,
-    ``setsockopt``, ...) the child's seccomp filter denies. Child -> host stays a pipe.
+    ``setsockopt``, ...) the child's seccomp filter denies; and in case seccomp is off, the
+    child's end is already bound to an autobound abstract name (the kernel's choice; nothing
+    can connect to it), so it can't take a name of its choosing in the host's network
+    namespace. Child -> host stays a pipe.
 
     Raises:
         OSError: the system is out of fds or socket memory; nothing is left open.
@@ -260,6 +263,7 @@ def open_channel() -> tuple[int, int, int, int]:
     host_end, child_read = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     with host_end, child_read:
         host_end.shutdown(socket.SHUT_RD)
+        child_read.bind("")  # autobind
         with contextlib.suppress(OSError):  # best effort: the kernel caps it at wmem_max
             host_end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, TO_CHILD_SEND_BUFFER)
         from_child, child_write = os.pipe()

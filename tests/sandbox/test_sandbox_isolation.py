@@ -325,13 +325,18 @@ def test_channel_from_the_host_is_a_read_only_socket(escape: Callable[..., RunRe
     assert results[1:] == [["denied", errno.EPERM]] * (len(results) - 1)
 
 
-def test_channel_socket_without_seccomp_still_refuses_writes(
+def test_channel_socket_without_seccomp_still_refuses_writes_and_names(
     escape: Callable[..., RunRecord],
 ) -> None:
     """Without seccomp the socket calls reach the kernel, but the host's end was shut for
-    reading before the child got its own: nothing the child sends arrives (EPIPE)."""
+    reading before the child got its own: nothing the child sends arrives (EPIPE). And its end
+    already has an (autobound, unreachable) name, so it can't take an abstract socket name of
+    its choosing in the host's network namespace, nor listen."""
     results = escape(CHANNEL_SOCKET, keep=("rlimits",)).value
     assert results[:3] == [["denied", errno.EPIPE]] * 3
+    assert results[7] == ["denied", errno.EINVAL]  # bind
+    assert results[8][0] == "denied"  # connect: no such listener, and already connected
+    assert results[9] == ["denied", errno.EINVAL]  # listen
 
 
 def test_rlimits_values(escape: Callable[..., RunRecord]) -> None:
