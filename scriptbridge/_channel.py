@@ -1,4 +1,5 @@
-"""The host side of one child's channel: trio streams over its two pipes.
+"""The host side of one child's channel: trio I/O over its two fds (a pipe from the child, and
+a read-only socket to it: :func:`sandbox._zygote.open_channel`).
 
 Frames are a 4-byte big-endian length and a msgpack body (:mod:`sandbox.protocol`, the schema
 both sides share). Every message from the child is hostile until validated:
@@ -41,14 +42,14 @@ YIELD_EVERY: Final = 16
 
 
 class ChildChannel:
-    """Frames to and from one child over two pipe fds, which it owns and closes.
+    """Frames to and from one child over two fds, which it owns and closes.
 
     The fds are made non-blocking and read and written directly: a frame that is already there
-    (or fits in the pipe) costs no trip through trio's scheduler, which is most of a tool call's
-    round trip. Only an empty or full pipe waits (``wait_readable``/``wait_writable``). Every
-    call still notices a cancellation at once, and :meth:`receive` yields to other tasks at least
-    every :data:`YIELD_EVERY` messages, so a child that floods the pipe can neither starve other
-    runs nor outlive its wall time.
+    (or fits in the socket's buffer) costs no trip through trio's scheduler, which is most of a
+    tool call's round trip. Only an empty pipe or a full socket waits (``wait_readable`` /
+    ``wait_writable``). Every call still notices a cancellation at once, and :meth:`receive`
+    yields to other tasks at least every :data:`YIELD_EVERY` messages, so a child that floods
+    the pipe can neither starve other runs nor outlive its wall time.
     """
 
     def __init__(self, read_fd: int, write_fd: int, *, limit: int) -> None:
@@ -133,7 +134,7 @@ class ChildChannel:
                 raise trio.BrokenResourceError(f"the child's pipe failed: {exc}") from exc
 
     async def aclose(self) -> None:
-        """Close both pipes; never raises."""
+        """Close both fds; never raises."""
         if self._open:
             self._open = False
             for fd in (self._read_fd, self._write_fd):

@@ -14,6 +14,10 @@ slices out of it, and httpcore's ``bytes``), which held the fetcher to ~0.7 of `
 throughput (``benchmarks/fetch.py``). Any other body (chunked, or up to the connection's end)
 is framed by h11.
 
+SPEC section 5 names httpx for ``http``/``https``. This module keeps httpx's own parts (its URL
+parses and joins every link and redirect, httpcore's trio backend connects, h11 speaks HTTP)
+and leaves out only its client, whose body path the fetcher's throughput goal rules out.
+
 A connection that fails, a TLS handshake that fails, bytes h11 refuses and a body that ends
 before its length all raise :class:`HttpError`; :class:`~._netpolicy.AddressRefused` passes
 through, and so does ``trio.Cancelled``. Nothing is retried and no redirect is followed: the

@@ -116,7 +116,7 @@ SERVER_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]{0,63}")
 
 
 class _Child:
-    """One sandbox child of a run: its pid, the host's ends of its pipes, and how to reap it.
+    """One sandbox child of a run: its pid, the host's ends of its channel, and how to reap it.
 
     This is the zygote's child; tests of hostile children put a real process of their own
     behind the same three methods (see ``tests/test_supervisor.py``).
