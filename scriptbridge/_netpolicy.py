@@ -38,7 +38,6 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
-import ssl
 from collections.abc import Iterable
 from typing import Final
 
@@ -56,10 +55,6 @@ __all__ = [
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
-
-READ_SIZE: Final = 1 << 20
-"""Bytes asked of the socket per read. httpcore asks 64 KiB; 1 MiB cuts the per-chunk cost of the
-HTTP layer about threefold on large payloads, at the price of 1 MiB of buffer per connection."""
 
 _METADATA: Final = frozenset(
     ipaddress.ip_address(a)
@@ -239,7 +234,6 @@ class PolicyBackend(httpcore.AsyncNetworkBackend):
     literal, so the address checked is the address connected to. It raises
     :class:`AddressRefused` when no address is permitted, without opening any socket, and
     ``httpcore.ConnectError`` when the name doesn't resolve or no permitted address answers.
-    Streams it returns read up to :data:`READ_SIZE` bytes at a time.
     """
 
     def __init__(self, policy: NetworkPolicy) -> None:
@@ -276,7 +270,7 @@ class PolicyBackend(httpcore.AsyncNetworkBackend):
                 error = exc
                 continue
             await _confirm_peer(stream, address)
-            return _WideReads(stream)
+            return stream
         assert error is not None
         raise error
 
@@ -324,30 +318,3 @@ async def _confirm_peer(stream: httpcore.AsyncNetworkStream, address: IPAddress)
     if connected is None or connected.packed != address.packed:
         await stream.aclose()
         raise httpcore.ConnectError(f"connected to {peer!r}, not to the checked {address}")
-
-
-class _WideReads(httpcore.AsyncNetworkStream):
-    """A stream that reads up to :data:`READ_SIZE` bytes per call, whatever httpcore asks."""
-
-    def __init__(self, stream: httpcore.AsyncNetworkStream) -> None:
-        self._stream = stream
-
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return await self._stream.read(max(max_bytes, READ_SIZE), timeout)
-
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        await self._stream.write(buffer, timeout)
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-    async def start_tls(
-        self,
-        ssl_context: ssl.SSLContext,
-        server_hostname: str | None = None,
-        timeout: float | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        return _WideReads(await self._stream.start_tls(ssl_context, server_hostname, timeout))
-
-    def get_extra_info(self, info: str) -> object:
-        return self._stream.get_extra_info(info)

@@ -18,8 +18,8 @@ import trio
 import trustme
 from loopback_http import LoopbackServer, Request, body, chunked, start_tls_server
 
-from scriptbridge._httpget import HttpError, http_get
-from scriptbridge._netpolicy import READ_SIZE, NetworkPolicy, PolicyBackend
+from scriptbridge._httpget import READ_SIZE, HttpError, http_get
+from scriptbridge._netpolicy import NetworkPolicy, PolicyBackend
 
 BACKEND = PolicyBackend(NetworkPolicy(["127.0.0.1"]))
 
