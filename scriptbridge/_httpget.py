@@ -4,8 +4,9 @@
 before it is connected to), speaks TLS for ``https`` (certificates and host names verified
 against certifi's roots, as httpx does by default, ALPN ``http/1.1``), sends one ``GET`` with
 ``Connection: close`` and ``Accept-Encoding: identity``, and gives the response once its head
-has arrived. h11 writes the request and parses and polices the head: its size (16 KiB), its
-status line, one ``Content-Length``, the framing of the body.
+has arrived. h11 writes the request and parses and polices the head: its size (h11 refuses one
+it holds 16 KiB of unfinished, see :data:`HEAD_READ_SIZE`), its status line, one
+``Content-Length``, the framing of the body.
 
 A body with a ``Content-Length`` and no ``Transfer-Encoding`` (what a payload server sends) is
 read straight from the connection, never past its length, and handed out as the bytes each read
