@@ -70,7 +70,6 @@ import argparse
 import concurrent.futures
 import contextlib
 import datetime
-import hashlib
 import json
 import os
 import platform
@@ -702,20 +701,9 @@ def compare_fetch(figures: dict[str, Figure], sizes: Sizes, workspace: Path) -> 
         "fetch_peak_memory", "32 MiB budget", "B", "< 32"
     )
     payload_path = workspace / "payload.bin"
-    digest = hashlib.sha256()
-    with open(payload_path, "wb") as out:
-        for _ in range(sizes.fetch_mib):
-            block = os.urandom(MIB)
-            digest.update(block)
-            out.write(block)
-    server = subprocess.Popen(
-        [sys.executable, fetch_bench.__file__, "--serve", str(payload_path)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    expected = fetch_bench.write_payload(payload_path, sizes.fetch_mib)
+    server, url = fetch_bench.start_server(payload_path)
     try:
-        assert server.stdout is not None
-        url = f"http://127.0.0.1:{int(server.stdout.readline())}/payload.bin"
         fetch_bench.run_fetcher(url, workspace / "fetch-ws", size, -1)
         fetch_bench.run_curl(curl, url, workspace / "curl.bin")
         os.unlink(workspace / "curl.bin")  # else curl's first counted run truncates it
@@ -729,7 +717,7 @@ def compare_fetch(figures: dict[str, Figure], sizes: Sizes, workspace: Path) -> 
             if not fetch_bench._reset_peak():
                 raise BenchError("can't reset the peak-RSS mark (/proc/self/clear_refs)")
             elapsed, got, sha = fetch_bench.run_fetcher(url, workspace / "fetch-ws", size, run)
-            if got != size or sha != digest.hexdigest():
+            if got != size or sha != expected:
                 raise BenchError("the fetched copy differs")
             speed.ours.append(size / elapsed)
             memory.ours.append(((fetch_bench._status_kib("VmHWM") or 0) - before) * 1024)

@@ -59,6 +59,27 @@ def serve(path: str) -> None:
         threading.Thread(target=handle, args=(conn,), daemon=True).start()
 
 
+def write_payload(path: Path, mib: int) -> str:
+    """Write ``mib`` MiB of random bytes to ``path``; return their sha256 (hex)."""
+    digest = hashlib.sha256()
+    with open(path, "wb") as out:
+        for _ in range(mib):
+            block = os.urandom(MIB)
+            digest.update(block)
+            out.write(block)
+    return digest.hexdigest()
+
+
+def start_server(path: Path) -> tuple[subprocess.Popen[str], str]:
+    """Serve ``path`` (:func:`serve`) from a child process; return it and the payload's url.
+    The caller kills it."""
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--serve", str(path)], stdout=subprocess.PIPE, text=True
+    )
+    assert server.stdout is not None
+    return server, f"http://127.0.0.1:{int(server.stdout.readline())}/payload.bin"
+
+
 def _status_kib(field: str) -> int | None:
     try:
         with open("/proc/self/status") as status:
@@ -132,22 +153,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="sb-bench-") as tmp:
         tmpdir = Path(tmp)
         payload = tmpdir / "payload.bin"
-        digest = hashlib.sha256()
-        with open(payload, "wb") as out:
-            for _ in range(args.size_mib):
-                block = os.urandom(MIB)
-                digest.update(block)
-                out.write(block)
-        expected = digest.hexdigest()
-        server = subprocess.Popen(
-            [sys.executable, __file__, "--serve", str(payload)],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+        expected = write_payload(payload, args.size_mib)
+        server, url = start_server(payload)
         try:
-            assert server.stdout is not None
-            port = int(server.stdout.readline())
-            url = f"http://127.0.0.1:{port}/payload.bin"
             # Warm up: imports, page cache, first connections.
             run_fetcher(url, tmpdir / "ws", size, -1)
             if curl:
