@@ -116,7 +116,8 @@ MAX_DATA_NODES: Final = 1_000_000
 _PREFIX = struct.Struct(">I")
 _READ_CHUNK = 65536
 _PACK_BUFFER = 4096
-"""Initial size of a message's pack buffer (msgpack's default, 256 KiB, is a fresh mapping)."""
+"""Initial size of a message's pack buffer (msgpack's default is 256 KiB; most messages are a
+few hundred bytes, and a large one grows the buffer once, before its big value is copied in)."""
 _WHOLE_PIECE = 16384
 """A chunk at least this large that is all body is kept by the decoder without a copy."""
 

@@ -219,6 +219,7 @@ class ReferenceFetcher:
         self.max_bytes: Final = max_bytes
         self.eager_max_bytes: Final = eager_max_bytes
         self._policy = NetworkPolicy(allow)
+        self._backend = PolicyBackend(self._policy)  # stateless: one serves every flight
         self._servers: Mapping[str, ResourceReader] = servers if servers is not None else {}
         self._flights: dict[str, _Flight] = {}
         self._eager_limiter: trio.CapacityLimiter | None = None
@@ -416,10 +417,9 @@ class ReferenceFetcher:
             return Unfetchable(markers.BAD_URL)
         if url.scheme not in ("http", "https") or not url.host:
             return Unfetchable(markers.BAD_URL)
-        backend = PolicyBackend(self._policy)
         for hop in range(MAX_REDIRECTS + 1):
             try:
-                async with http_get(url, backend) as response:
+                async with http_get(url, self._backend) as response:
                     location = response.header("location")
                     if response.status in _REDIRECTS and location is not None:
                         try:
