@@ -24,10 +24,12 @@ from scriptbridge._netpolicy import NetworkPolicy, PolicyBackend
 BACKEND = PolicyBackend(NetworkPolicy(["127.0.0.1"]))
 
 
-async def get_body(url: str, *, tls: ssl.SSLContext | None = None) -> tuple[int, bytes]:
+async def get_body(
+    url: str, *, backend: PolicyBackend = BACKEND, tls: ssl.SSLContext | None = None
+) -> tuple[int, bytes]:
     """The status and the body, each piece copied as it arrives (a piece may be a view of a
     buffer the next one overwrites)."""
-    async with http_get(httpx.URL(url), BACKEND, tls=tls) as response:
+    async with http_get(httpx.URL(url), backend, tls=tls) as response:
         pieces = [bytes(piece) async for piece in response.body()]
     return response.status, b"".join(pieces)
 

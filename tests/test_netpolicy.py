@@ -6,12 +6,12 @@ import ipaddress
 import socket
 from typing import Any
 
-import httpx
 import pytest
 import trio
 from loopback_http import body, start_server
+from test_httpget import get_body
 
-from scriptbridge._httpget import HttpError, http_get
+from scriptbridge._httpget import HttpError
 from scriptbridge._netpolicy import (
     AddressRefused,
     NetworkPolicy,
@@ -120,8 +120,7 @@ async def test_refused_literal_is_never_connected(nursery: trio.Nursery) -> None
 
 async def get(url: str, policy: NetworkPolicy) -> bytes:
     """The body of ``GET url`` through the fetcher's HTTP client under ``policy``."""
-    async with http_get(httpx.URL(url), PolicyBackend(policy)) as response:
-        return b"".join([bytes(piece) async for piece in response.body()])
+    return (await get_body(url, backend=PolicyBackend(policy)))[1]
 
 
 class _Resolver(trio.abc.HostnameResolver):
