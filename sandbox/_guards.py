@@ -7,17 +7,29 @@ supplies those hooks, the builtins allowlist, and the guarded ``__import__`` wit
 
 The policy denies by default:
 
-- attribute names starting with ``_``, frame/code/generator/coroutine/traceback internals
-  (:data:`DENIED_ATTRIBUTES`), ``format``/``format_map`` of strings, and any attribute whose
-  value is a module, frame, code object or traceback, whatever its name;
+- every attribute that :data:`sandbox._surface.SURFACE` (the audited table of everything a
+  script can reach) does not list for the class that defines it, unless that class is one the
+  script defined itself; on top of that, names starting with ``_``, frame/code/generator/
+  coroutine/traceback internals (:data:`DENIED_ATTRIBUTES`), ``format``/``format_map`` of
+  strings, and any attribute whose value is a module, frame, code object or traceback;
 - every builtin not in :func:`safe_builtins` (no ``type``, ``getattr``, ``vars``, ``dir``,
   ``globals``, ``locals``, ``eval``, ``exec``, ``compile``, ``open``, ``input``, ``breakpoint``,
   ``help``, ``memoryview``, ``object``, ``super``, real ``__import__``);
 - every import but the modules of :data:`ALLOWED_IMPORTS`, each handed out as a
   :class:`ModuleProxy` exposing the listed public names only (never the module object, never a
   submodule, nothing that leads to ``sys``, ``os`` or a loader);
-- writes (``obj.x = ...``, ``obj[k] = ...``) to modules, proxies and classes the script did not
-  define.
+- writes (``obj.x = ...``, ``obj[k] = ...``) to modules, proxies, and classes and functions the
+  script did not define. A class is the script's when its own ``class`` statement (or its
+  ``namedtuple`` call) made it: :func:`script_build_class` records each one, so no attribute a
+  caller can write (``__module__``) decides it.
+
+``functools.wraps``, ``functools.total_ordering`` and ``collections.namedtuple`` are replaced by
+versions of the sandbox's own that act only on the script's functions and classes (see
+:mod:`sandbox._surface` for why the originals are out).
+
+The language layer off (the security suite's ``restricted=False`` mode) swaps the audited
+proxies for :data:`UNAUDITED_PROXIES`, with the real functions, so that its control runs show
+each attack on them really works unprotected.
 
 The proxies and builtins are built once, at import, in the zygote; each child gets its own copy
 through ``fork``, so nothing a script does to them can reach another run.
@@ -47,21 +59,30 @@ import sys
 import textwrap
 import time
 import types
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, NoReturn
 
 from RestrictedPython.Guards import guarded_iter_unpack_sequence, guarded_unpack_sequence
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES
 
+from . import _surface
+
 __all__ = [
     "ALLOWED_IMPORTS",
     "DENIED_ATTRIBUTES",
     "SCRIPT_MODULE",
+    "UNAUDITED_PROXIES",
     "ModuleProxy",
     "guard_hooks",
     "guarded_getattr",
     "guarded_import",
+    "open_namespace",
     "safe_builtins",
+    "script_build_class",
+    "script_namedtuple",
+    "script_total_ordering",
+    "script_wraps",
 ]
 
 SCRIPT_MODULE: Final = "__script__"
@@ -101,8 +122,9 @@ def guarded_getattr(obj: Any, name: Any, default: Any = ...) -> Any:
 
     Raises:
         TypeError: ``name`` is not a ``str``.
-        AttributeError: the name is denied, the value is a module/frame/code/traceback, or the
-            attribute does not exist (when no ``default`` was given).
+        AttributeError: the name is denied or not on the audited surface, the value is a
+            module/frame/code/traceback, or the attribute does not exist (when no ``default``
+            was given).
     """
     if type(name) is not str:
         raise TypeError("attribute name must be a str")
@@ -116,6 +138,12 @@ def guarded_getattr(obj: Any, name: Any, default: Any = ...) -> Any:
         _deny(f"str.{name}() is not available in scripts; use f-strings or % formatting")
     if isinstance(obj, types.ModuleType):
         _deny("modules are not available in scripts")
+    if not on_surface(obj, name):
+        if _defining_class(obj, name) is None and not _exists(obj, name):
+            if default is ...:
+                raise AttributeError(f"{type(obj).__name__!r} object has no attribute {name!r}")
+            return default
+        _deny(f"{_owner_label(obj, name)}.{name} is not available in scripts")
     try:
         value = getattr(obj, name)
     except AttributeError:
@@ -125,6 +153,148 @@ def guarded_getattr(obj: Any, name: Any, default: Any = ...) -> Any:
     if isinstance(value, _DENIED_VALUE_TYPES):
         _deny(f'"{name}" leads to an interpreter internal')
     return value
+
+
+# --------------------------------------------------------------------------------------------
+# The audited surface, and what the script owns
+
+_ALLOWED: Final = _surface.allowed_pairs()
+_SCRIPT_CLASSES: Final[weakref.WeakSet[type]] = weakref.WeakSet()
+_NAMESPACE_TYPES: set[type] = set()
+_ON_INSTANCES: dict[tuple[type, str], bool] = {}
+_ON_CLASSES: dict[tuple[type, str], bool] = {}
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _defining_class(obj: Any, name: str) -> type | None:
+    """The class whose ``__dict__`` holds ``name`` for a lookup on ``obj`` (for a class: its
+    MRO, then its metaclass's), or ``None`` when no class does (an instance attribute)."""
+    classes: tuple[type, ...] = type(obj).__mro__
+    if isinstance(obj, type):
+        classes = obj.__mro__ + classes
+    for klass in classes:
+        if name in klass.__dict__:
+            return klass
+    return None
+
+
+def _exists(obj: Any, name: str) -> bool:
+    """Whether ``obj`` (of a class the script did not define) has an attribute ``name`` that
+    no class defines: one in its instance ``__dict__``, or one its type computes."""
+    try:
+        getattr(obj, name)
+    except AttributeError:
+        return False
+    return True
+
+
+def _owner_label(obj: Any, name: str) -> str:
+    owner = _defining_class(obj, name) or type(obj)
+    return _qualified(owner)
+
+
+def _decide(obj: Any, name: str) -> bool:
+    owner = _defining_class(obj, name)
+    if owner is None:
+        owner = type(obj)
+    if owner in _SCRIPT_CLASSES:
+        return True
+    return (_qualified(owner), name) in _ALLOWED
+
+
+def on_surface(obj: Any, name: str) -> bool:
+    """Whether the audited surface lets a script read ``obj.<name>``.
+
+    True when :data:`sandbox._surface.SURFACE` lists ``name`` for the class that defines it
+    (an instance attribute: for ``type(obj)``), when that class is one the script defined, or
+    when ``obj`` is a namespace that checks names itself (a module proxy, ``tools``). Answers
+    for classes the script can't change (every class but its own) are cached.
+    """
+    cls = type(obj)
+    if cls in _NAMESPACE_TYPES:
+        return True
+    is_class = isinstance(obj, type)
+    owner_side = obj if is_class else cls
+    if owner_side in _SCRIPT_CLASSES or (not is_class and cls in _SCRIPT_CLASSES):
+        return _decide(obj, name)
+    cache = _ON_CLASSES if is_class else _ON_INSTANCES
+    key = (owner_side, name)
+    verdict = cache.get(key)
+    if verdict is None:
+        verdict = cache[key] = _decide(obj, name)
+    return verdict
+
+
+def open_namespace(cls: type) -> type:
+    """Mark ``cls`` as a namespace that allows or denies its own names (its ``__getattr__``
+    hands out only the values it was built with); returns ``cls``, so it serves as a class
+    decorator."""
+    _NAMESPACE_TYPES.add(cls)
+    return cls
+
+
+def _is_script_function(function: Any) -> bool:
+    return (
+        type(function) is types.FunctionType
+        and function.__globals__.get("__name__") == SCRIPT_MODULE
+    )
+
+
+def script_build_class(func: Any, name: Any, /, *bases: Any, **kwargs: Any) -> Any:
+    """The script's ``__build_class__``: builds the class of a ``class`` statement and records
+    it as the script's own (writable, every attribute readable)."""
+    import builtins
+
+    cls = builtins.__build_class__(func, name, *bases, **kwargs)
+    if isinstance(cls, type):
+        _SCRIPT_CLASSES.add(cls)
+    return cls
+
+
+def script_wraps(wrapped: Any, /) -> Callable[[Any], Any]:
+    """``functools.wraps`` for scripts: a decorator that copies ``wrapped``'s ``__name__``,
+    ``__qualname__`` and ``__doc__`` (only when they are ``str``, or ``None`` for the doc)
+    onto a function the script defined, and returns it.
+
+    Unlike the real one it takes no ``assigned``/``updated`` (names of attributes to copy) and
+    sets no ``__wrapped__``. Raises ``TypeError`` when the decorated object is not a function
+    of the script's.
+    """
+
+    def decorate(wrapper: Any) -> Any:
+        if not _is_script_function(wrapper):
+            raise TypeError("functools.wraps decorates only functions the script defined")
+        for attribute in ("__name__", "__qualname__", "__doc__"):
+            try:
+                value = getattr(wrapped, attribute)
+            except Exception:  # a script object's lookup may raise anything
+                continue
+            if type(value) is str or (attribute == "__doc__" and value is None):
+                setattr(wrapper, attribute, value)
+        return wrapper
+
+    return decorate
+
+
+def script_total_ordering(cls: Any, /) -> Any:
+    """``functools.total_ordering`` for classes the script defined; ``TypeError`` for any
+    other (the real one sets attributes on whatever class it is given)."""
+    if not isinstance(cls, type) or cls not in _SCRIPT_CLASSES:
+        raise TypeError("functools.total_ordering takes only classes the script defined")
+    return functools.total_ordering(cls)
+
+
+def script_namedtuple(typename: Any, field_names: Any, /, **kwargs: Any) -> Any:
+    """``collections.namedtuple``, with the new class recorded as the script's own (its
+    ``__module__`` is the script's unless ``module=`` says otherwise). Field and type names are
+    validated by the real one (exact ``str`` identifiers not starting with ``_``)."""
+    kwargs.setdefault("module", SCRIPT_MODULE)
+    cls = collections.namedtuple(typename, field_names, **kwargs)  # type: ignore[misc]
+    _SCRIPT_CLASSES.add(cls)
+    return cls
 
 
 def guarded_getitem(obj: Any, key: Any) -> Any:
@@ -150,12 +320,16 @@ def guarded_write(obj: Any) -> Any:
     """Return ``obj`` as the target of an attribute or item write (the ``_write_`` hook).
 
     Raises:
-        TypeError: ``obj`` is a module, a module proxy, or a class the script did not define.
+        TypeError: ``obj`` is a module, a module proxy or namespace, a class the script did not
+            define, or a function the script did not define.
     """
-    if isinstance(obj, (types.ModuleType, ModuleProxy)):
+    if isinstance(obj, (types.ModuleType, ModuleProxy)) or type(obj) in _NAMESPACE_TYPES:
         raise TypeError("modules are read-only")
-    if isinstance(obj, type) and obj.__module__ != SCRIPT_MODULE:
-        raise TypeError(f"class {obj.__name__} is read-only")
+    if isinstance(obj, type):
+        if obj not in _SCRIPT_CLASSES:
+            raise TypeError(f"class {obj.__name__} is read-only")
+    elif isinstance(obj, types.FunctionType) and not _is_script_function(obj):
+        raise TypeError("functions the script did not define are read-only")
     return obj
 
 
@@ -192,6 +366,7 @@ def guard_hooks() -> dict[str, Any]:
 # Imports
 
 
+@open_namespace
 class ModuleProxy:
     """A read-only stand-in for an allowlisted module, exposing a fixed set of public names.
 
@@ -223,79 +398,33 @@ class ModuleProxy:
         return f"<module {self._name!r}>"
 
 
-_HASH_NAMES: Final = (
-    "md5", "sha1", "sha224", "sha256", "sha384", "sha512", "sha3_224", "sha3_256", "sha3_384",
-    "sha3_512", "shake_128", "shake_256", "blake2b", "blake2s", "new", "pbkdf2_hmac",
-    "algorithms_available", "algorithms_guaranteed",
+_ALLOWED_MODULES: Final = (
+    json, math, re, datetime, collections, itertools, functools, statistics, random, string,
+    textwrap, base64, hashlib, decimal, fractions, heapq, bisect, difflib, time,
 )  # fmt: skip
 
 ALLOWED_IMPORTS: Final[Mapping[str, tuple[types.ModuleType, tuple[str, ...]]]] = {
-    "json": (json, ("dumps", "loads", "JSONDecodeError")),
-    "math": (math, tuple(n for n in dir(math) if not n.startswith("_"))),
-    "re": (re, (
-        "compile", "escape", "findall", "finditer", "fullmatch", "match", "search", "split",
-        "sub", "subn", "error", "A", "ASCII", "DOTALL", "I", "IGNORECASE", "M", "MULTILINE",
-        "NOFLAG", "S", "U", "UNICODE", "VERBOSE", "X",
-    )),
-    "datetime": (datetime, (
-        "date", "datetime", "time", "timedelta", "timezone", "tzinfo", "MINYEAR", "MAXYEAR",
-        "UTC",
-    )),
-    "collections": (collections, (
-        "ChainMap", "Counter", "OrderedDict", "defaultdict", "deque", "namedtuple",
-    )),
-    "itertools": (itertools, tuple(n for n in dir(itertools) if not n.startswith("_"))),
-    "functools": (functools, (
-        "cache", "cached_property", "cmp_to_key", "lru_cache", "partial", "reduce",
-        "total_ordering", "wraps",
-    )),
-    "statistics": (statistics, (
-        "NormalDist", "StatisticsError", "correlation", "covariance", "fmean",
-        "geometric_mean", "harmonic_mean", "linear_regression", "mean", "median",
-        "median_grouped", "median_high", "median_low", "mode", "multimode", "pstdev",
-        "pvariance", "quantiles", "stdev", "variance",
-    )),
-    "random": (random, (
-        "Random", "SystemRandom", "betavariate", "choice", "choices", "expovariate",
-        "gammavariate", "gauss", "getrandbits", "lognormvariate", "normalvariate",
-        "paretovariate", "randbytes", "randint", "random", "randrange", "sample", "seed",
-        "shuffle", "triangular", "uniform", "vonmisesvariate", "weibullvariate",
-    )),
-    "string": (string, (
-        "Template", "ascii_letters", "ascii_lowercase", "ascii_uppercase", "capwords",
-        "digits", "hexdigits", "octdigits", "printable", "punctuation", "whitespace",
-    )),
-    "textwrap": (textwrap, ("TextWrapper", "dedent", "fill", "indent", "shorten", "wrap")),
-    "base64": (base64, (
-        "a85decode", "a85encode", "b16decode", "b16encode", "b32decode", "b32encode",
-        "b32hexdecode", "b32hexencode", "b64decode", "b64encode", "b85decode", "b85encode",
-        "standard_b64decode", "standard_b64encode", "urlsafe_b64decode", "urlsafe_b64encode",
-    )),
-    "hashlib": (hashlib, _HASH_NAMES),
-    "decimal": (decimal, tuple(
-        n for n in dir(decimal)
-        if not n.startswith("_") and n not in {"HAVE_CONTEXTVAR", "HAVE_THREADS"}
-    )),
-    "fractions": (fractions, ("Fraction",)),
-    "heapq": (heapq, tuple(n for n in dir(heapq) if not n.startswith("_"))),
-    "bisect": (bisect, tuple(n for n in dir(bisect) if not n.startswith("_"))),
-    "difflib": (difflib, (
-        "Differ", "HtmlDiff", "IS_CHARACTER_JUNK", "IS_LINE_JUNK", "SequenceMatcher",
-        "context_diff", "diff_bytes", "get_close_matches", "ndiff", "restore", "unified_diff",
-    )),
-    "time": (time, (
-        "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns", "process_time",
-        "process_time_ns", "time", "time_ns",
-    )),
-}  # fmt: skip
-"""Module name -> (module, the public names its proxy exposes). Names missing on this Python
-version are left out of the proxy."""
+    module.__name__: (module, _surface.names_of(module.__name__)) for module in _ALLOWED_MODULES
+}
+"""Module name -> (module, the public names its proxy exposes: its row of the audited surface).
+Names missing on this Python version are left out of the proxy."""
+
+_REPLACEMENTS: Final[Mapping[tuple[str, str], Any]] = {
+    ("functools", "wraps"): script_wraps,
+    ("functools", "total_ordering"): script_total_ordering,
+    ("collections", "namedtuple"): script_namedtuple,
+}
+"""Proxy names whose value is the sandbox's own version, not the module's."""
 
 
-def _build_proxies() -> dict[str, ModuleProxy]:
+def _build_proxies(*, audited: bool) -> dict[str, ModuleProxy]:
     proxies: dict[str, ModuleProxy] = {}
     for name, (module, names) in ALLOWED_IMPORTS.items():
         attributes = {n: getattr(module, n) for n in names if hasattr(module, n)}
+        if audited:
+            for key, replacement in _REPLACEMENTS.items():
+                if key[0] == name:
+                    attributes[key[1]] = replacement
         for attribute, value in attributes.items():
             if isinstance(value, _DENIED_VALUE_TYPES):  # pragma: no cover - a listing mistake
                 raise AssertionError(f"{name}.{attribute} is a module or an internal")
@@ -303,70 +432,67 @@ def _build_proxies() -> dict[str, ModuleProxy]:
     return proxies
 
 
-_PROXIES: Final = _build_proxies()
+_PROXIES: Final = _build_proxies(audited=True)
+UNAUDITED_PROXIES: Final = _build_proxies(audited=False)
+"""The proxies with the modules' real functions (no replacements), for the language layer off
+only: the security suite's control runs, which show that each attack works unprotected."""
 _INTERNAL_IMPORTS: Final = frozenset({"_strptime"})
 for _internal in _INTERNAL_IMPORTS:  # imported now, while every file is still readable
     importlib.import_module(_internal)
 _EMPTY_PROXY: Final = ModuleProxy("internal", {})
 
 
-def guarded_import(
-    name: Any,
-    globals: Any = None,
-    locals: Any = None,
-    fromlist: Any = (),
-    level: Any = 0,
-) -> ModuleProxy:
-    """Return the proxy of allowlisted module ``name`` (the script's ``__import__``).
+def _importer(proxies: Mapping[str, ModuleProxy]) -> Callable[..., ModuleProxy]:
+    def guarded_import(
+        name: Any,
+        globals: Any = None,
+        locals: Any = None,
+        fromlist: Any = (),
+        level: Any = 0,
+    ) -> ModuleProxy:
+        """Return the proxy of allowlisted module ``name`` (the script's ``__import__``).
 
-    ``from m import x`` works for the proxy's public names; submodules (``a.b``), relative
-    imports and every other module raise ``ImportError``.
-    """
-    if level != 0:
-        raise ImportError("relative imports are not allowed in scripts")
-    if name in _INTERNAL_IMPORTS and name in sys.modules:
-        # C code of an allowlisted module importing its helper (datetime.strptime imports
-        # _strptime through the current builtins). CPython's PyImport_Import ignores what
-        # __import__ returns and reads sys.modules, so the script never sees the module; a
-        # script itself can't name it (names starting with "_" don't compile).
-        return _EMPTY_PROXY
-    if type(name) is not str or name not in _PROXIES:
-        allowed = ", ".join(sorted(_PROXIES))
-        raise ImportError(f"import of {name!r} is not allowed; scripts may import: {allowed}")
-    return _PROXIES[name]
+        ``from m import x`` works for the proxy's public names; submodules (``a.b``), relative
+        imports and every other module raise ``ImportError``.
+        """
+        if level != 0:
+            raise ImportError("relative imports are not allowed in scripts")
+        if name in _INTERNAL_IMPORTS and name in sys.modules:
+            # C code of an allowlisted module importing its helper (datetime.strptime imports
+            # _strptime through the current builtins). CPython's PyImport_Import ignores what
+            # __import__ returns and reads sys.modules, so the script never sees the module; a
+            # script itself can't name it (names starting with "_" don't compile).
+            return _EMPTY_PROXY
+        if type(name) is not str or name not in proxies:
+            allowed = ", ".join(sorted(proxies))
+            raise ImportError(f"import of {name!r} is not allowed; scripts may import: {allowed}")
+        return proxies[name]
+
+    return guarded_import
+
+
+guarded_import: Final = _importer(_PROXIES)
+"""The script's ``__import__``: the audited proxy of an allowlisted module."""
+_unaudited_import: Final = _importer(UNAUDITED_PROXIES)
 
 
 # --------------------------------------------------------------------------------------------
 # Builtins
 
-_SAFE_BUILTIN_NAMES: Final = (
-    # constants
-    "None", "False", "True", "Ellipsis", "NotImplemented",
-    # types and constructors
-    "bool", "bytearray", "bytes", "complex", "dict", "float", "frozenset", "int", "list",
-    "range", "set", "slice", "str", "tuple", "property", "staticmethod", "classmethod",
-    # functions
-    "abs", "all", "any", "ascii", "bin", "callable", "chr", "divmod", "enumerate", "filter",
-    "hash", "hex", "id", "isinstance", "issubclass", "iter", "len", "map", "max", "min", "next",
-    "oct", "ord", "pow", "repr", "reversed", "round", "sorted", "sum", "zip",
-    # exceptions a script may raise or catch
-    "ArithmeticError", "AssertionError", "AttributeError", "Exception", "FileExistsError",
-    "FileNotFoundError", "FloatingPointError", "ImportError", "IndexError",
-    "IsADirectoryError", "KeyError", "LookupError", "MemoryError", "NameError",
-    "NotADirectoryError", "NotImplementedError", "OSError", "OverflowError", "PermissionError",
-    "RecursionError", "RuntimeError", "StopIteration", "TimeoutError", "TypeError",
-    "UnicodeDecodeError", "UnicodeEncodeError", "UnicodeError", "ValueError",
-    "ZeroDivisionError",
-)  # fmt: skip
 
+def safe_builtins(print_function: Callable[..., None], *, audited: bool = True) -> dict[str, Any]:
+    """Return a fresh builtins dict for one script: the builtins row of the audited surface,
+    the guarded ``__import__``, :func:`script_build_class` as ``__build_class__`` (for
+    ``class`` statements) and ``print_function`` as ``print``.
 
-def safe_builtins(print_function: Callable[..., None]) -> dict[str, Any]:
-    """Return a fresh builtins dict for one script: the allowlist, the guarded ``__import__``,
-    ``__build_class__`` (for ``class`` statements) and ``print_function`` as ``print``."""
+    ``audited=False`` (the language layer off only) imports :data:`UNAUDITED_PROXIES`.
+    """
     import builtins
 
-    allowed: dict[str, Any] = {name: getattr(builtins, name) for name in _SAFE_BUILTIN_NAMES}
-    allowed["__import__"] = guarded_import
-    allowed["__build_class__"] = builtins.__build_class__
+    allowed: dict[str, Any] = {
+        name: getattr(builtins, name) for name in _surface.names_of("builtins") if name != "print"
+    }
+    allowed["__import__"] = guarded_import if audited else _unaudited_import
+    allowed["__build_class__"] = script_build_class
     allowed["print"] = print_function
     return allowed

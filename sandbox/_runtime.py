@@ -23,6 +23,14 @@ Choices made where the spec is silent (documented here, tested in ``tests/sandbo
   ``refs/`` and ``out/``, writes under ``out/`` only (parents are created); the resolved path
   must stay in that directory, and the last component is never followed if it is a symlink.
 - Every string sent to the host is made well formed (a lone surrogate becomes U+FFFD).
+- The boundary: everything a script hands the script API (``call_tool`` and ``call_tools``
+  names and arguments, ``fetch``'s reference, ``read_text``/``read_bytes``/``write_text``'s path
+  and text, ``print``'s ``sep`` and ``end``) is converted to exact builtin types (:func:`exact_str`,
+  :func:`to_plain`) before any trusted code looks at it, through the builtin types' own slots:
+  a ``str`` subclass becomes a plain ``str`` without any of its methods being called, and any
+  other type is refused with ``TypeError``. No method of a script's object ever steers a
+  check. (``print`` still calls ``str()`` on what it prints, as ``print`` does; the text it
+  gets back is read as an exact ``str``.) ``inputs`` is the run's own plain dict.
 - ``name <op>= value`` compiles to a native in-place operation, where RestrictedPython would
   call an ``_inplacevar_`` hook that could only apply the same operator (see :class:`_Policy`).
   Augmented assignment of attributes and items is refused, as RestrictedPython does.
@@ -77,6 +85,8 @@ __all__ = [
     "SCRIPT_FILENAME",
     "ToolError",
     "Unfetchable",
+    "exact_list",
+    "exact_str",
     "serve",
     "to_plain",
     "warm_up",
@@ -119,7 +129,10 @@ class NotPlainError(TypeError):
 
 
 def well_formed(text: str) -> str:
-    """Return ``text`` with every lone surrogate replaced by U+FFFD (other text unchanged)."""
+    """Return ``text`` as an exact ``str`` with every lone surrogate replaced by U+FFFD (other
+    text unchanged); a ``str`` subclass is read through ``str``'s own slot."""
+    if type(text) is not str:
+        text = str.__str__(text)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -127,14 +140,49 @@ def well_formed(text: str) -> str:
     return text
 
 
+def exact_str(value: Any, what: str) -> str:
+    """Return ``value`` as an exact ``str`` without calling any method of the script's.
+
+    A ``str`` subclass is copied through ``str``'s own slot (``str.__str__``), so no override
+    of ``split``, ``__eq__``, ``startswith`` ... ever runs.
+
+    Raises:
+        TypeError: ``value`` is not a ``str``; the message names ``what``.
+    """
+    cls = type(value)
+    if cls is str:
+        return value  # type: ignore[no-any-return]
+    if issubclass(cls, str):
+        return str.__str__(value)
+    raise TypeError(f"{what} must be a str, not {cls.__name__}")
+
+
+def exact_list(value: Any, what: str) -> list[Any]:
+    """Return the items of a ``list`` or ``tuple`` (or a subclass of either) as a new exact
+    ``list``, read through the builtin type's own iterator (no override runs).
+
+    Raises:
+        TypeError: ``value`` is neither; the message names ``what``.
+    """
+    cls = type(value)
+    if issubclass(cls, list):
+        return list(list.__iter__(value))
+    if issubclass(cls, tuple):
+        return list(tuple.__iter__(value))
+    raise TypeError(f"{what} must be a list or tuple, not {cls.__name__}")
+
+
 def to_plain(
     value: Any, *, max_depth: int = MAX_DATA_DEPTH, max_nodes: int = MAX_DATA_NODES
 ) -> Any:
-    """Return a plain-data copy of ``value`` (see :data:`sandbox.protocol.PlainData`).
+    """Return a plain-data copy of ``value`` (see :data:`sandbox.protocol.PlainData`), made of
+    exact builtin types.
 
     Tuples become lists, ``bytearray`` becomes ``bytes``, subclasses of ``dict``/``list``/
-    ``str``/``int``/``float`` become the base type (read through the base type's own methods, so
-    no override runs), strings are made well formed.
+    ``tuple``/``str``/``bytes``/``int``/``float`` become the base type, each read through the
+    base type's own slots and iterators (types are taken from ``type()``, never from a
+    ``__class__`` an object claims), so no method of the script's runs; strings are made well
+    formed.
 
     Raises:
         NotPlainError: some value has another type, an int is outside 64 bits, a dict key is not
@@ -149,31 +197,32 @@ def to_plain(
             raise NotPlainError(f"more than {max_nodes} values")
         if item is None or item is True or item is False:
             return item
-        if isinstance(item, int):
+        cls = type(item)
+        if issubclass(cls, int):
             number = int.__int__(item)
             if not -(2**63) <= number < 2**64:
                 raise NotPlainError("an int outside 64 bits")
             return number
-        if isinstance(item, float):
+        if issubclass(cls, float):
             return float.__float__(item)
-        if isinstance(item, str):
+        if issubclass(cls, str):
             return well_formed(str.__str__(item))
-        if isinstance(item, (bytes, bytearray)):
-            return bytes(item)
+        if issubclass(cls, (bytes, bytearray)):
+            return bytes(memoryview(item))
         if depth >= max_depth:
             raise NotPlainError(f"nested deeper than {max_depth}")
-        if isinstance(item, list):
+        if issubclass(cls, list):
             return [convert(child, depth + 1) for child in list.__iter__(item)]
-        if isinstance(item, tuple):
+        if issubclass(cls, tuple):
             return [convert(child, depth + 1) for child in tuple.__iter__(item)]
-        if isinstance(item, dict):
+        if issubclass(cls, dict):
             converted: dict[str, Any] = {}
             for key, child in dict.items(item):
-                if not isinstance(key, str):
+                if not issubclass(type(key), str):
                     raise NotPlainError(f"a {type(key).__name__} dict key")
                 converted[well_formed(str.__str__(key))] = convert(child, depth + 1)
             return converted
-        raise NotPlainError(f"a {type(item).__name__}")
+        raise NotPlainError(f"a {cls.__name__}")
 
     return convert(value, 0)
 
@@ -205,6 +254,7 @@ def _script_line(exc: BaseException) -> int | None:
 # The session: the script's globals, over the channel
 
 
+@_guards.open_namespace
 class _ToolsNamespace:
     """``tools.<name>``: one callable per tool, names with ``.`` and ``-`` turned into ``_``."""
 
@@ -278,10 +328,13 @@ class _Session:
 
     # -- globals -------------------------------------------------------------------------------
 
-    def script_globals(self) -> dict[str, Any]:
-        """Return the script's globals: hooks, builtins and the names API.md lists."""
+    def script_globals(self, *, audited: bool = True) -> dict[str, Any]:
+        """Return the script's globals: hooks, builtins and the names API.md lists.
+
+        ``audited=False`` (the language layer off only) gives imports the unaudited proxies.
+        """
         namespace: dict[str, Any] = {
-            "__builtins__": _guards.safe_builtins(self.print_function),
+            "__builtins__": _guards.safe_builtins(self.print_function, audited=audited),
             "__name__": _guards.SCRIPT_MODULE,
             "__metaclass__": type,
             "_print_": lambda _getattr=None: _PrintCollector(self),
@@ -326,11 +379,9 @@ class _Session:
             raise TypeError(f"print() got an unexpected keyword argument {sorted(unknown)[0]!r}")
         sep = kwargs.get("sep")
         end = kwargs.get("end")
-        sep = " " if sep is None else sep
-        end = "\n" if end is None else end
-        if type(sep) is not str or type(end) is not str:
-            raise TypeError("print() sep and end must be str or None")
-        text = sep.join(str(obj) for obj in objects) + end
+        sep = " " if sep is None else exact_str(sep, "print() sep")
+        end = "\n" if end is None else exact_str(end, "print() end")
+        text = sep.join([exact_str(str(obj), "str() of a printed value") for obj in objects]) + end
         target = kwargs.get("file")
         if target is not None:
             _guards.guarded_getattr(target, "write")(text)
@@ -423,18 +474,17 @@ class _Session:
 
     @staticmethod
     def _arguments(name: Any, args: Any, kwargs: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-        if not isinstance(name, str):
-            raise TypeError("a tool name must be a str")
+        tool = exact_str(name, "a tool name")
         if args is not None and kwargs:
             raise TypeError("pass tool arguments as one dict or as keywords, not both")
-        merged = dict(kwargs) if args is None else args
-        if not isinstance(merged, dict):
+        merged = kwargs if args is None else args
+        if not issubclass(type(merged), dict):
             raise TypeError("tool arguments must be a dict")
         try:
             plain = to_plain(merged)
         except NotPlainError as exc:
             raise TypeError(f"tool arguments must be plain data: found {exc}") from None
-        return str.__str__(name), plain
+        return tool, plain
 
     def call_tool(self, name: Any, args: Any = None, /, **kwargs: Any) -> Any:
         """The script's ``call_tool(name, args=None, **kwargs)``: the tool's script view.
@@ -465,13 +515,12 @@ class _Session:
 
         Raises ``ToolError`` with the first failed call's message if any call failed.
         """
-        if not isinstance(calls, (list, tuple)):
-            raise TypeError("call_tools takes a list of (name, args) pairs")
         batch: list[ToolCall] = []
-        for item in calls:
-            if not isinstance(item, (list, tuple)) or len(item) != 2:
+        for item in exact_list(calls, "call_tools' argument"):
+            pair = exact_list(item, "each call of call_tools")
+            if len(pair) != 2:
                 raise TypeError("call_tools takes a list of (name, args) pairs")
-            tool, plain = self._arguments(item[0], item[1], {})
+            tool, plain = self._arguments(pair[0], pair[1], {})
             batch.append(ToolCall(name=tool, args=plain))
         if not batch:
             return []
@@ -491,16 +540,18 @@ class _Session:
 
         Raises ``Unfetchable`` with the host's reason, or ``TypeError`` for a wrong argument.
         """
-        if isinstance(reference, dict):
-            ref_id = reference.get("id")
+        if issubclass(type(reference), dict):
+            ref_id = dict.get(reference, "id")
             if ref_id is None:
-                reason = reference.get("unfetchable")
-                raise Unfetchable(reason if isinstance(reason, str) else "this reference has no id")
+                reason = dict.get(reference, "unfetchable")
+                if issubclass(type(reason), str):
+                    raise Unfetchable(exact_str(reason, "a reason"))
+                raise Unfetchable("this reference has no id")
         else:
             ref_id = reference
-        if not isinstance(ref_id, str) or not ref_id:
+        if not issubclass(type(ref_id), str) or not str.__len__(ref_id):
             raise TypeError("fetch takes a reference block or a reference id string")
-        ident = well_formed(str.__str__(ref_id))
+        ident = well_formed(ref_id)
         reply: FetchResult = self._request(
             lambda call_id: Fetch(call_id=call_id, ref_id=ident), (FetchResult,)
         )
@@ -512,8 +563,7 @@ class _Session:
     # -- files ---------------------------------------------------------------------------------
 
     def _resolve(self, path: Any, *, write: bool) -> str:
-        if not isinstance(path, str):
-            raise TypeError("a path must be a str")
+        path = exact_str(path, "a path")
         allowed = ("out",) if write else ("refs", "out")
         rule = "write under out/" if write else "read under refs/ and out/"
         parts = [part for part in path.split("/") if part not in ("", ".")]
@@ -547,8 +597,7 @@ class _Session:
         """The script's ``write_text(path, text)``: writes UTF-8 under ``out/``, creating
         parent directories; replaces the file if it exists."""
         self._check()
-        if not isinstance(text, str):
-            raise TypeError("write_text takes a str")
+        data = exact_str(text, "write_text's text").encode("utf-8")
         relative = self._resolve(path, write=True)
         parent = os.path.dirname(relative)
         os.makedirs(parent, exist_ok=True)
@@ -559,7 +608,7 @@ class _Session:
             0o644,
         )
         with os.fdopen(fd, "wb") as handle:
-            handle.write(str.__str__(text).encode("utf-8"))
+            handle.write(data)
 
     # -- the end -------------------------------------------------------------------------------
 
@@ -691,7 +740,7 @@ def _run(session: _Session, source: str, *, restricted: bool) -> RunError | tupl
     if isinstance(compiled, RunError):
         return compiled
     body, tail = compiled
-    namespace = session.script_globals()
+    namespace = session.script_globals(audited=restricted)
     try:
         exec(body, namespace)
         value = None if tail is None else eval(tail, namespace)

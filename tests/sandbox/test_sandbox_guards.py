@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import textwrap
 import types
 
 import pytest
@@ -17,6 +18,7 @@ from sandbox._guards import (
     guarded_getattr,
     guarded_import,
     safe_builtins,
+    script_build_class,
 )
 
 FORBIDDEN_BUILTINS = (
@@ -141,14 +143,18 @@ def test_builtins_allowlist() -> None:
 
 
 def test_write_guard() -> None:
-    """Writes to modules, proxies and foreign classes are refused; data and script classes
-    are fine."""
+    """Writes to modules, proxies, foreign classes and foreign functions are refused, even to a
+    class that claims the script's module; data and the script's classes and functions are
+    fine."""
     write = guard_hooks()["_write_"]
-    for target in (os, guarded_import("math"), str, ModuleProxy):
+    impostor = type("Mine", (), {"__module__": SCRIPT_MODULE})
+    for target in (os, guarded_import("math"), str, ModuleProxy, impostor, textwrap.dedent):
         with pytest.raises(TypeError):
             write(target)
-    script_class = type("Mine", (), {"__module__": SCRIPT_MODULE})
-    for target in ({}, [], script_class, script_class()):
+    namespace: dict[str, object] = {"__name__": SCRIPT_MODULE}
+    exec("def function():\n    pass\n", namespace)
+    script_class = script_build_class(lambda: None, "Mine")
+    for target in ({}, [], script_class, script_class(), namespace["function"]):
         assert write(target) is target
 
 

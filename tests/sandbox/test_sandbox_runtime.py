@@ -293,3 +293,118 @@ def test_language_layer_off_runs_plain_python(run: Run) -> None:
     assert record.ok and record.value == "tuple"
     assert record.ready is not None and "restricted-python" not in record.isolation
     assert record.ready.skipped[0].layer == "restricted-python"
+
+
+# The boundary: the script API reads what a script hands it as exact builtin types.
+
+LIARS = """
+class Name(str):
+    def __eq__(self, other):
+        return True
+    def __ne__(self, other):
+        return False
+    def split(self, *args):
+        return ['lie']
+    def encode(self, *args):
+        return b'lie'
+    def startswith(self, *args):
+        return True
+class Args(dict):
+    def items(self):
+        return [('lie', 1)]
+    def keys(self):
+        return ['lie']
+    def get(self, *args):
+        return 'lie'
+class Calls(list):
+    def __contains__(self, item):
+        return False
+    def count(self, *args):
+        return 0
+    def copy(self):
+        return []
+"""
+
+
+def test_tool_names_and_arguments_are_read_as_exact_types(run: Run) -> None:
+    """A str subclass name and a dict subclass argument reach the host as their real
+    contents, whatever their methods say."""
+    record = run(
+        LIARS + "call_tool(Name('docs.search'), Args(q=Name('x')))\n"
+        "call_tools(Calls([Calls([Name('web-fetch'), Args(n=2)])]))\n'done'",
+        tools=TOOLS,
+    )
+    assert record.value == "done", record.final
+    assert record.requests[0] == CallTool(call_id=1, name="docs.search", args={"q": "x"})
+    batch = record.requests[1]
+    assert isinstance(batch, CallTools)
+    assert [(c.name, c.args) for c in batch.calls] == [("web-fetch", {"n": 2})]
+    assert type(record.requests[0].args["q"]) is str  # type: ignore[union-attr]
+
+
+def test_fetch_reads_a_dict_subclass_as_a_dict(run: Run) -> None:
+    """``fetch`` reads a reference block's id through dict's own lookup, not the block's
+    ``get``."""
+    record = run(
+        LIARS + "fetch(Args({'type': 'reference', 'id': Name('ref_1')}))",
+        fetch=lambda ref_id: f"refs/{ref_id}.txt",
+    )
+    assert record.value == "refs/ref_1.txt"
+    assert record.requests == [Fetch(call_id=1, ref_id="ref_1")]
+
+
+def test_paths_and_text_are_read_as_exact_types(run: Run, workspace: Path) -> None:
+    """A path whose ``split``/``startswith`` lie is checked as the plain text it holds, and
+    ``write_text`` writes the real text, not what ``encode`` returns."""
+    record = run(
+        LIARS + "write_text(Name('out/a.txt'), Name('real'))\nread_text(Name('out/a.txt'))"
+    )
+    assert record.value == "real", record.final
+    assert (workspace / "out" / "a.txt").read_text() == "real"
+    refused = run(LIARS + "read_text(Name('/etc/passwd'))")
+    assert refused.error_type == "PermissionError"
+
+
+def test_print_reads_sep_and_end_as_exact_types(run: Run) -> None:
+    """``print`` takes str subclasses for ``sep``/``end`` as the text they hold."""
+    record = run(LIARS + "print('a', 'b', sep=Name('-'), end=Name('!'))")
+    assert record.ok and record.output == "a-b!"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "call_tool(1, {})",
+        "call_tools({'a': 1})",
+        "call_tools([{'docs.search': {}}])",
+        "read_text(b'refs/note.txt')",
+        "write_text('out/x', b'x')",
+        "print('a', sep=1)",
+    ],
+)
+def test_wrong_types_are_refused_with_type_error(run: Run, source: str) -> None:
+    """A value of the wrong type at the boundary is a clear TypeError in the script."""
+    record = run(source, tools=TOOLS)
+    assert record.error_type == "TypeError", record.final
+
+
+def test_the_sandbox_own_functools_and_namedtuple_work(run: Run) -> None:
+    """``functools.wraps``, ``total_ordering`` and ``namedtuple`` work on the script's own
+    functions and classes, and refuse the stdlib's."""
+    record = run(
+        "import functools, collections, textwrap\n"
+        "def deco(f):\n    @functools.wraps(f)\n    def inner(*a):\n        return f(*a) + 1\n"
+        "    return inner\n"
+        "@deco\ndef two():\n    'Two.'\n    return 2\n"
+        "@functools.total_ordering\nclass V:\n    def __init__(self, v):\n        self.v = v\n"
+        "    def __lt__(self, o):\n        return self.v < o.v\n"
+        "    def __eq__(self, o):\n        return self.v == o.v\n"
+        "P = collections.namedtuple('P', 'x y')\np = P(1, 2)\nP.extra = 5\n"
+        "errors = []\n"
+        "for attempt in (lambda: functools.wraps(two)(textwrap.dedent),\n"
+        "                lambda: functools.total_ordering(textwrap.TextWrapper),\n"
+        "                lambda: functools.wraps(two, assigned=()),):\n"
+        "    try:\n        attempt()\n    except TypeError:\n        errors.append('refused')\n"
+        "[two(), repr(two).split()[1], V(1) >= V(0), p.x + p.y + p.extra, errors]"
+    )
+    assert record.value == [3, "two", True, 8, ["refused"] * 3], record.final

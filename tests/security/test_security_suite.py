@@ -47,7 +47,10 @@ from sandbox._zygote import ZygoteProcess
 from sandbox.protocol import RunLimits
 from sandbox.testing import RunRecord, run_script
 
-LANGUAGE = ("introspection", "imports", "builtins", "format-strings", "frames", "generators")
+LANGUAGE = (
+    "introspection", "imports", "builtins", "format-strings", "frames", "generators",
+    "stdlib-reflection", "api-arguments",
+)  # fmt: skip
 OS = ("files", "network", "processes", "environment", "resources", "persistence")
 
 MODES: dict[str, frozenset[str]] = {
@@ -306,6 +309,107 @@ ATTACKS = [
         "async-generator-frame",
         "generators",
         "async def f():\n    yield 1\n'ESCAPED' if f().ag_frame is not None else 'no'",
+    ),
+    # ---------------------------------------------------------------- stdlib reflection
+    # Allowlisted callables that read or write attributes whose names the caller chooses
+    # (functools.wraps is update_wrapper: the real getattr/setattr, past every guard), or that
+    # hand out a function's internals.
+    attack(
+        "wraps-merges-module-globals",
+        "stdlib-reflection",
+        "import functools, json\ndef f():\n    pass\n"
+        "functools.wraps(json.dumps, assigned=(), updated=('__globals__',))(f)\n"
+        "def g():\n    return getattr\n"
+        "'ESCAPED' if g()(1, '__class__') is int else 'no'",
+    ),
+    attack(
+        "wraps-swaps-a-stdlib-function-code",
+        "stdlib-reflection",
+        "import functools, statistics\ndef evil(*args):\n    return sys\n"
+        "functools.wraps(evil, assigned=('__code__',), updated=())"
+        "(statistics.mean)\n"
+        "'ESCAPED' if repr(statistics.mean([1])).startswith(\"<module 'sys'\") else 'no'",
+    ),
+    attack(
+        "wraps-makes-a-stdlib-class-writable",
+        "stdlib-reflection",
+        "import functools, fractions\ndef f():\n    pass\n"
+        "functools.wraps(f, assigned=('__module__',), updated=())"
+        "(fractions.Fraction)\n"
+        "fractions.Fraction.limit_denominator = lambda self, m=0: 'patched'\n"
+        "'ESCAPED' if fractions.Fraction(1, 3).limit_denominator() == 'patched' else 'no'",
+    ),
+    attack(
+        "wraps-hands-out-update-wrapper",
+        "stdlib-reflection",
+        "import functools, json\nupdate = functools.wraps(len).func\n"
+        "def f():\n    pass\n"
+        "update(f, json.dumps, assigned=(), updated=('__globals__',))\n"
+        "def g():\n    return getattr\n"
+        "'ESCAPED' if g()(1, '__class__') is int else 'no'",
+    ),
+    attack(
+        "wraps-renames-a-stdlib-function",
+        "stdlib-reflection",
+        "import functools, textwrap\ndef shadow(text):\n    return 'x'\n"
+        "functools.wraps(shadow)(textwrap.dedent)\n"
+        "'ESCAPED' if 'shadow' in repr(textwrap.dedent) else 'no'",
+    ),
+    attack(
+        "function-attribute-write-on-stdlib",
+        "stdlib-reflection",
+        "import textwrap\ntextwrap.dedent.planted = 1\n"
+        "'ESCAPED' if textwrap.dedent.planted == 1 else 'no'",
+    ),
+    # ---------------------------------------------------------------- api arguments
+    # Script objects handed to the script API: trusted helpers must read them as exact builtin
+    # types, never through the script's own methods.
+    attack(
+        "str-subclass-steers-read-bytes",
+        "api-arguments",
+        "class Part(str):\n    def __eq__(self, other):\n        return other == 'refs'\n"
+        "    def __ne__(self, other):\n        return other != 'refs'\n"
+        "class Path(str):\n    def split(self, sep=None, maxsplit=-1):\n"
+        "        return [Part(inputs['package']), '_guards.py']\n"
+        "    def startswith(self, *args):\n        return False\n"
+        "data = read_bytes(Path('refs/note.txt'))\n"
+        "'ESCAPED' if b'def guarded_getattr' in data else 'no'",
+        control=False,  # the runtime's own boundary, on in every mode (red before the fix)
+    ),
+    attack(
+        "str-subclass-steers-read-text",
+        "api-arguments",
+        "class Part(str):\n    def __eq__(self, other):\n        return other in ('refs', 'out')\n"
+        "    def __ne__(self, other):\n        return other not in ('refs', 'out')\n"
+        "class Path(str):\n    def split(self, sep=None, maxsplit=-1):\n"
+        "        return [Part(inputs['package']), '_runtime.py']\n"
+        "    def startswith(self, *args):\n        return False\n"
+        "    def __contains__(self, item):\n        return False\n"
+        "data = read_text(Path('out/x'))\n"
+        "'ESCAPED' if 'def serve' in data else 'no'",
+        control=False,  # the runtime's own boundary, on in every mode (red before the fix)
+    ),
+    attack(
+        "str-subclass-steers-write-text",
+        "api-arguments",
+        "class Part(str):\n    def __eq__(self, other):\n        return other == 'out'\n"
+        "    def __ne__(self, other):\n        return other != 'out'\n"
+        "class Path(str):\n    def split(self, sep=None, maxsplit=-1):\n"
+        "        return [Part(inputs['scratch']), 'planted.txt']\n"
+        "    def startswith(self, *args):\n        return False\n"
+        "write_text(Path('nowhere.txt'), 'x')\n'ESCAPED'",
+        control=False,  # write_text checks twice; the second check never held a subclass
+    ),
+    attack(
+        "parts-subclass-dot-dot",
+        "api-arguments",
+        "class Dots(str):\n    def __eq__(self, other):\n        return False\n"
+        "    def __ne__(self, other):\n        return True\n"
+        "class Path(str):\n    def split(self, sep=None, maxsplit=-1):\n"
+        "        return ['refs', Dots('..'), Dots('..'), 'secret.txt']\n"
+        "data = read_text(Path('refs/note.txt'))\n"
+        "'ESCAPED' if data == 'top secret' else 'no'",
+        control=False,  # the realpath check held this one; kept so it keeps holding
     ),
     # ---------------------------------------------------------------- files
     attack(
@@ -593,6 +697,11 @@ ONE_LAYER: frozenset[str] = frozenset(
         *("traceback-without-dunder", "generator-frame", "generator-code"),
         *("generator-frame-locals", "yield-from-target", "coroutine-frame"),
         "async-generator-frame",
+        # Allowlisted stdlib callables turned on the interpreter: with the language layer off
+        # the script has the real builtins anyway, and none of it is a system call.
+        *("wraps-merges-module-globals", "wraps-swaps-a-stdlib-function-code"),
+        *("wraps-makes-a-stdlib-class-writable", "wraps-hands-out-update-wrapper"),
+        *("wraps-renames-a-stdlib-function", "function-attribute-write-on-stdlib"),
         # Resources only the rlimits bound: no language check counts CPU, bytes written or
         # memory (the two memory bombs are not run without the OS layers; see the module doc).
         *("cpu-loop", "disk-fill", "memory-bomb", "string-memory-bomb"),
