@@ -128,6 +128,19 @@ def guarded_getattr(obj: Any, name: Any, default: Any = ...) -> Any:
     """
     if type(name) is not str:
         raise TypeError("attribute name must be a str")
+    if _ON_INSTANCES.get((type(obj), name)):
+        # The common case: a listed attribute of an instance of a class the script can't
+        # change (listed names never start with "_", are never denied, and no module or
+        # class is ever such an instance; see on_surface).
+        try:
+            value = getattr(obj, name)
+        except AttributeError:
+            if default is ...:
+                raise
+            return default
+        if isinstance(value, _DENIED_VALUE_TYPES):
+            _deny(f'"{name}" leads to an interpreter internal')
+        return value
     if name.startswith("_"):
         _deny(f'"{name}" is an invalid attribute name because it starts with "_"')
     if name in DENIED_ATTRIBUTES:
@@ -214,17 +227,17 @@ def on_surface(obj: Any, name: str) -> bool:
     for classes the script can't change (every class but its own) are cached.
     """
     cls = type(obj)
+    is_class = isinstance(obj, type)
+    cache = _ON_CLASSES if is_class else _ON_INSTANCES
+    key = (obj if is_class else cls, name)
+    verdict = cache.get(key)  # never holds the script's classes: they can change
+    if verdict is not None:
+        return verdict
     if cls in _NAMESPACE_TYPES:
         return True
-    is_class = isinstance(obj, type)
-    owner_side = obj if is_class else cls
-    if owner_side in _SCRIPT_CLASSES or (not is_class and cls in _SCRIPT_CLASSES):
+    if cls in _SCRIPT_CLASSES or (is_class and obj in _SCRIPT_CLASSES):
         return _decide(obj, name)
-    cache = _ON_CLASSES if is_class else _ON_INSTANCES
-    key = (owner_side, name)
-    verdict = cache.get(key)
-    if verdict is None:
-        verdict = cache[key] = _decide(obj, name)
+    verdict = cache[key] = _decide(obj, name)
     return verdict
 
 
