@@ -645,6 +645,8 @@ class Bridge:
                 max_output_bytes=limits.max_output_bytes,
                 max_tool_calls=limits.max_tool_calls,
                 max_message_bytes=limits.max_message_bytes,
+                max_out_bytes=limits.max_out_bytes,
+                max_out_files=limits.max_out_files,
             ),
         )
         try:

@@ -462,3 +462,95 @@ async def test_a_batch_whose_failures_dont_fit_a_message_ends_the_run(bridge: Br
     assert result.error is not None and result.error.type == "ToolCallsExceeded", result.error
     assert "1024-byte message limit" in result.error.message
     assert (await bridge.run("2 + 2\n")).value == 4
+
+
+# --- the disk quota: what a run may leave in its out/ -----------------------------------------
+
+
+def left_on_disk(bridge: Bridge) -> tuple[int, int]:
+    """(bytes of file contents, files and directories) under every runs/<id>/out/ on disk,
+    never following a symlink."""
+    size = entries = 0
+    for out in (bridge.workspace.root / "runs").glob("*/out"):
+        for directory, dirs, files in os.walk(out):
+            for name in dirs + files:
+                entries += 1
+                info = os.lstat(os.path.join(directory, name))
+                size += info.st_size if name in files else 0
+    return size, entries
+
+
+async def test_many_small_files_past_the_quota_end_the_run(bridge: Bridge) -> None:
+    """A run that writes more files than max_out_files (1,000 by default) ends with
+    DiskQuotaExceeded, and no more than the quota is left on disk."""
+    result = await bridge.run("for i in range(1500):\n    write_text(f'out/f{i}.txt', 'x')\n")
+    assert result.error is not None and result.error.type == "DiskQuotaExceeded", result.error
+    assert "1000" in result.error.message
+    size, entries = left_on_disk(bridge)
+    assert 0 < entries <= 1000 and size <= 1000
+    assert len(result.outputs) == entries
+
+
+async def test_one_file_past_the_quota_ends_the_run(bridge: Bridge) -> None:
+    """A run that writes one file larger than max_out_bytes (64 MiB by default) ends with
+    DiskQuotaExceeded, and the disk holds no more than the quota."""
+    result = await bridge.run("write_text('out/big.bin', 'x' * (64 * 2 ** 20 + 1))\n")
+    assert result.error is not None and result.error.type == "DiskQuotaExceeded", result.error
+    size, entries = left_on_disk(bridge)
+    assert size <= 64 * 2**20 and entries <= 1
+
+
+async def test_a_run_within_the_quota_keeps_its_outputs(bridge: Bridge) -> None:
+    """A run that stays within its quota, exactly at both limits, ends well and keeps every
+    file it wrote, replacing a file counting its new size only."""
+    limits = Limits(max_out_bytes=30, max_out_files=4)
+    result = await bridge.run(
+        script("""
+        write_text("out/a.txt", "x" * 20)
+        write_text("out/a.txt", "y" * 10)
+        write_text("out/sub/b.txt", "z" * 10)
+        write_text("out/sub/c.txt", "w" * 10)
+        "fine"
+        """),
+        limits=limits,
+    )
+    assert result.ok, result.error
+    kept = [path.split("/out/")[1] for path in result.outputs]
+    assert kept == ["a.txt", "sub/b.txt", "sub/c.txt"]
+    assert (bridge.workspace.root / result.outputs[0]).read_text() == "y" * 10
+    assert left_on_disk(bridge) == (30, 4)
+
+
+@pytest.mark.parametrize(
+    ("source", "passed"),
+    [
+        ("for i in range(4):\n    write_text(f'out/{i}.txt', 'x' * 300)\n", "1000 bytes"),
+        ("write_text('out/a/b/c/d/e/f.txt', 'x')\n", "5 files"),
+        ("for i in range(6):\n    write_text(f'out/{i}.txt', '')\n", "5 files"),
+    ],
+)
+async def test_a_small_custom_quota(bridge: Bridge, source: str, passed: str) -> None:
+    """A run's own small Limits(max_out_bytes, max_out_files) bounds bytes over several files,
+    nested directories and empty files alike; the disk keeps no more than that quota."""
+    result = await bridge.run(source, limits=Limits(max_out_bytes=1000, max_out_files=5))
+    assert result.error is not None and result.error.type == "DiskQuotaExceeded", result.error
+    assert passed in result.error.message
+    size, entries = left_on_disk(bridge)
+    assert size <= 1000 and entries <= 5
+
+
+async def test_the_quota_cant_be_caught(bridge: Bridge) -> None:
+    """Catching the refused write doesn't let a script go on writing: the stop is sticky."""
+    result = await bridge.run(
+        script("""
+        for i in range(10):
+            try:
+                write_text(f"out/{i}.txt", "x" * 400)
+            except BaseException:
+                pass
+        "went on"
+        """),
+        limits=Limits(max_out_bytes=1000),
+    )
+    assert result.error is not None and result.error.type == "DiskQuotaExceeded", result.error
+    assert left_on_disk(bridge)[0] <= 1000
