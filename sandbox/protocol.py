@@ -178,7 +178,9 @@ PlainData: TypeAlias = Annotated[Any, AfterValidator(check_plain)]
 # --------------------------------------------------------------------------------------------
 # Messages
 
-Layer: TypeAlias = Literal["restricted-python", "rlimits", "seccomp", "landlock", "netns", "uid"]
+Layer: TypeAlias = Literal[
+    "restricted-python", "rlimits", "seccomp", "landlock", "netns", "uid", "quota"
+]
 """The isolation layers a child reports by name."""
 
 LAYER_NAMES: Final[tuple[Layer, ...]] = (
@@ -188,6 +190,7 @@ LAYER_NAMES: Final[tuple[Layer, ...]] = (
     "landlock",
     "netns",
     "uid",
+    "quota",
 )
 
 _Name = Annotated[str, Field(min_length=1, max_length=512)]

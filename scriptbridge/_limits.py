@@ -46,7 +46,10 @@ class Limits(BaseModel):
             script could make there; past it the run ends with ``DiskQuotaExceeded``.
 
     The disk quota (the last two) is enforced by ``write_text``, which refuses the write that
-    would pass it.
+    would pass it, and, where the machine allows (root), by the OS: ``out/`` is then a tmpfs
+    of that size while the run runs (so a run may hold up to ``max_out_bytes`` of memory
+    besides ``memory_mb``), copied to the disk within the quota when the child has exited.
+    Either way the disk keeps no more than the quota of a run.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -466,6 +466,8 @@ async def test_a_batch_whose_failures_dont_fit_a_message_ends_the_run(bridge: Br
 
 # --- the disk quota: what a run may leave in its out/ -----------------------------------------
 
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="the quota layer mounts: root only")
+
 
 def left_on_disk(bridge: Bridge) -> tuple[int, int]:
     """(bytes of file contents, files and directories) under every runs/<id>/out/ on disk,
@@ -554,3 +556,62 @@ async def test_the_quota_cant_be_caught(bridge: Bridge) -> None:
     )
     assert result.error is not None and result.error.type == "DiskQuotaExceeded", result.error
     assert left_on_disk(bridge)[0] <= 1000
+
+
+@ROOT_ONLY
+async def test_the_quota_mount_is_out_of_the_hosts_sight(bridge: Bridge) -> None:
+    """While a run runs, its out/ is a size- and inode-limited tmpfs in the zygote's own mount
+    namespace, absent from the host's; once run returns it is gone there too, and what the
+    script wrote is on the disk."""
+    assert bridge._zygote is not None
+    zygote = bridge._zygote.pid
+    seen: dict[str, list[str]] = {}
+
+    def mounts(pid: int | str) -> list[str]:
+        with open(f"/proc/{pid}/mountinfo") as table:
+            return [line for line in table if str(bridge.workspace.root) in line]
+
+    def look() -> str:
+        seen["host"], seen["zygote"] = mounts("self"), mounts(zygote)
+        return "looked"
+
+    bridge.add_tool(python_tool(look))
+    result = await bridge.run("write_text('out/a.txt', 'kept')\ntools.look()\n")
+    assert result.ok, result.error
+    assert "quota" in result.isolation
+    assert seen["host"] == []
+    (mount,) = [line for line in seen["zygote"] if "/runs/" in line]
+    assert " tmpfs " in mount and "nr_inodes=1002" in mount
+    assert [line for line in mounts(zygote) if "/runs/" in line] == []
+    (output,) = result.outputs
+    assert (bridge.workspace.root / output).read_text() == "kept"
+
+
+@pytest.mark.parametrize(("files", "passes"), [(5, True), (3, False)])
+async def test_what_no_quota_layer_bounded_is_bounded_by_the_host(
+    tmp_path: pathlib.Path, nursery: trio.Nursery, files: int, passes: bool
+) -> None:
+    """A child no quota layer bounded (a machine without root) that leaves more than its
+    quota in out/ and says done ends with DiskQuotaExceeded, and none of its out/ is kept; one
+    within the quota keeps its files, and a symlink it left is never listed."""
+
+    async def act(end: ChildEnd) -> int:
+        await end.send(ready_body())
+        await end.receive()  # start
+        (out,) = (tmp_path / "ws" / "runs").glob("*/out")
+        for n in range(files):
+            (out / f"{n}.txt").write_text("x")
+        (out / "link").symlink_to("/etc/passwd")
+        await end.send({"op": "done", "value": 1})
+        await end.host_closed.wait()
+        return 0
+
+    async with HostileBridge(tmp_path / "ws") as bridge:
+        with trio.fail_after(20), bridge.hostile(lambda: PipeChild(nursery, act)):
+            result = await bridge.run("1\n", limits=Limits(max_out_files=files + 1 - passes))
+    if passes:
+        assert result.error is not None and result.error.type == "DiskQuotaExceeded", result
+        assert result.outputs == [] and list((tmp_path / "ws" / "runs").iterdir()) == []
+    else:
+        assert result.ok, result.error
+        assert [path.rsplit("/", 1)[1] for path in result.outputs] == ["0.txt", "1.txt", "2.txt"]
