@@ -8,7 +8,7 @@ layers, each reported in :class:`IsolationReport` as applied or skipped with its
 ``rlimits``
     CPU seconds (``SIGXCPU`` at the soft limit kills the child, ``SIGKILL`` a second later),
     address space (the inherited baseline plus ``memory_mb``), file size (a write past it fails
-    with ``EFBIG``), open files, no core dumps.
+    with ``EFBIG``; at most one byte past the disk quota), open files, no core dumps.
 ``netns``
     Root only: a private network namespace, whose only interface is a loopback that is down.
 ``uid``
@@ -27,6 +27,9 @@ layers, each reported in :class:`IsolationReport` as applied or skipped with its
     ``EPERM``; ``clone`` is allowed only with ``CLONE_THREAD``; ``clone3`` fails with
     ``ENOSYS`` so that libc falls back to ``clone``; signals may be sent only to the child
     itself; a system call of a foreign ABI (x32, i386) kills the process.
+
+``quota`` is applied by the zygote, before the fork: the child's ``out/`` is a tmpfs of the
+run's disk quota (:mod:`sandbox._quota`); the child only reports it.
 
 A layer this machine cannot apply is skipped with the reason (for example "not started as
 root", "the kernel has no landlock"), never silently. A layer named in ``disable`` (tests of
@@ -55,6 +58,7 @@ from typing import Annotated, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from . import _quota
 from .protocol import Layer, SkippedLayer
 
 __all__ = [
@@ -69,8 +73,9 @@ __all__ = [
     "probe_layers",
 ]
 
-OS_LAYERS: Final[tuple[Layer, ...]] = ("rlimits", "netns", "uid", "landlock", "seccomp")
-"""The layers this module applies, in the order it applies them."""
+OS_LAYERS: Final[tuple[Layer, ...]] = ("rlimits", "netns", "uid", "landlock", "seccomp", "quota")
+"""The OS layers: those this module applies, in the order it applies them, then ``quota``
+(the zygote's, applied before the fork)."""
 
 UNPRIVILEGED_ID: Final = 65534
 """The uid and gid a child runs as when it was started as root (``nobody``/``nogroup``)."""
@@ -88,6 +93,9 @@ class ChildLimits(BaseModel):
         max_file_bytes: largest file the child may write; a write past it fails with
             ``EFBIG``.
         max_open_files: the ``RLIMIT_NOFILE`` of the child (its own 5 fds included).
+        max_out_bytes: bytes of file contents the run may leave in ``out/`` (the ``quota``
+            layer, :mod:`sandbox._quota`); ``RLIMIT_FSIZE`` is at most one byte past it.
+        max_out_files: files and directories the run may leave in ``out/`` (``quota``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -96,6 +104,8 @@ class ChildLimits(BaseModel):
     memory_mb: Annotated[int, Field(ge=16, le=1 << 20)] = 256
     max_file_bytes: Annotated[int, Field(ge=0, le=1 << 50)] = 64 * 2**20
     max_open_files: Annotated[int, Field(ge=16, le=65_536)] = 64
+    max_out_bytes: Annotated[int, Field(ge=0, le=1 << 50)] = 64 * 2**20
+    max_out_files: Annotated[int, Field(ge=0, le=10**7)] = 1000
 
 
 class IsolationError(OSError):
@@ -544,7 +554,9 @@ def _apply_rlimits(limits: ChildLimits) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.max_file_bytes, limits.max_file_bytes))
+    # One byte past the quota: a file that passed it shows so in out/ (sandbox._quota).
+    file_size = min(limits.max_file_bytes, limits.max_out_bytes + 1)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.max_open_files, limits.max_open_files))
 
 
@@ -702,6 +714,7 @@ def _probe_in_child() -> dict[str, str | None]:
         results["netns"] = (
             None if _unshare(_CLONE_NEWNET) == 0 else str(_os_error("unshare(CLONE_NEWNET)"))
         )
+    results["quota"] = _quota.probe()
     ruleset: _Landlock | None = None
     try:
         ruleset = _Landlock(landlock_abi(), [])

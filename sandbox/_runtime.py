@@ -22,6 +22,13 @@ Choices made where the spec is silent (documented here, tested in ``tests/sandbo
 - File paths are workspace-relative, ``/``-separated, without ``..``; reads are allowed under
   ``refs/`` and ``out/``, writes under ``out/`` only (parents are created); the resolved path
   must stay in that directory, and the last component is never followed if it is a symlink.
+- ``write_text`` keeps the run's disk quota: it counts what the run has left in ``out/`` so
+  far (the bytes of every file it wrote, a replaced file counting its new size only, and
+  every file and directory it made, parents included) and refuses, before making anything,
+  the write that would pass ``limits.max_out_bytes`` or ``limits.max_out_files``; the run then
+  stops with ``DiskQuotaExceeded`` (sticky, like ``OutputExceeded``). A write the OS refuses
+  for want of room (``ENOSPC``, ``EDQUOT``: the ``quota`` layer's tmpfs is full) stops it the
+  same way. A file past the file-size rlimit still fails with ``OSError`` (``EFBIG``).
 - Every string sent to the host is made well formed (a lone surrogate becomes U+FFFD).
 - The boundary: everything a script hands the script API (``call_tool`` and ``call_tools``
   names and arguments, ``fetch``'s reference, ``read_text``/``read_bytes``/``write_text``'s path
@@ -40,6 +47,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import errno
 import os
 import re
 import sys
@@ -324,6 +332,9 @@ class _Session:
         self._pending: list[str] = []
         self._pending_bytes = 0
         self._last_flush = time.monotonic()
+        self._out_sizes: dict[str, int] = {}  # every file write_text wrote: its size now
+        self._out_bytes = 0  # their sum
+        self._out_entries = 0  # files and directories write_text made in out/
         self.stopped: BaseException | None = None  # a _LimitExceeded or _HostGone, sticky
 
     # -- globals -------------------------------------------------------------------------------
@@ -595,20 +606,42 @@ class _Session:
 
     def write_text(self, path: Any, text: Any) -> None:
         """The script's ``write_text(path, text)``: writes UTF-8 under ``out/``, creating
-        parent directories; replaces the file if it exists."""
+        parent directories; replaces the file if it exists.
+
+        A write that would pass the run's disk quota (module doc) makes nothing and stops the
+        run with ``DiskQuotaExceeded``; so does one the OS refuses for want of room.
+        """
         self._check()
         data = exact_str(text, "write_text's text").encode("utf-8")
         relative = self._resolve(path, write=True)
         parent = os.path.dirname(relative)
-        os.makedirs(parent, exist_ok=True)
-        self._resolve(relative, write=True)  # the parents made or found must stay in out/
-        fd = os.open(
-            relative,
-            os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-            0o644,
-        )
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+        known = self._out_sizes.get(relative)
+        entries = self._out_entries + _missing_directories(parent) + (known is None)
+        size = self._out_bytes - (known or 0) + len(data)
+        if entries > self._limits.max_out_files:
+            self._stop_for_disk(f"more than {self._limits.max_out_files} files and directories")
+        if size > self._limits.max_out_bytes:
+            self._stop_for_disk(f"more than {self._limits.max_out_bytes} bytes")
+        try:
+            os.makedirs(parent, exist_ok=True)
+            self._resolve(relative, write=True)  # the parents made or found must stay in out/
+            fd = os.open(
+                relative,
+                os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o644,
+            )
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                self._stop_for_disk(f"more than it has room for ({exc.strerror})")
+            raise
+        self._out_sizes[relative] = len(data)
+        self._out_bytes = size
+        self._out_entries = entries
+
+    def _stop_for_disk(self, what: str) -> NoReturn:
+        self._stop(_LimitExceeded("DiskQuotaExceeded", f"the script's out/ would hold {what}"))
 
     # -- the end -------------------------------------------------------------------------------
 
@@ -652,6 +685,16 @@ class _Session:
     def _send_last(self, message: Any) -> None:
         with contextlib.suppress(OSError, ProtocolError):
             self._channel.send(message)
+
+
+def _missing_directories(parent: str) -> int:
+    """How many directories of ``parent`` (a resolved path under ``out/``) don't exist yet."""
+    parts = parent.split("/")
+    missing = 0
+    while len(parts) > 1 and not os.path.lexists("/".join(parts)):
+        missing += 1
+        parts.pop()
+    return missing
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,7 +12,9 @@ before anything of the script's is released, so no script code runs after ``done
 sets malloc to keep and reuse freed memory (:func:`_keep_freed_memory`), for itself and every
 child. The zygote reaps every child (through a pidfd each) and reports its exit status and
 resource use on ``wait``. No child ever runs a second script, and a child never returns into
-the zygote's loop.
+the zygote's loop. When root, the zygote lives in a mount namespace of its own and puts each
+child's ``out/`` on a tmpfs of the run's disk quota before the fork, which it copies to the
+disk and unmounts when it reaps the child, before it reports the exit (:mod:`sandbox._quota`).
 
 Requests and replies are small msgpack maps, one per datagram, validated by pydantic on both
 ends. When the requester's end of the socket closes, the zygote kills every child it still has,
@@ -46,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from . import _runtime
 from ._isolation import ChildLimits, IsolationError, apply_isolation, python_paths
+from ._quota import OutMount, enter_private_mounts
 from .protocol import BlockingChannel, Layer, ProtocolError, RunError
 
 __all__ = [
@@ -124,6 +127,7 @@ class _Exited(_Model):
     returncode: int
     cpu_s: float
     max_rss_kb: int
+    quota_exceeded: str | None = None
 
 
 class _Signalled(_Model):
@@ -226,7 +230,7 @@ def read_reply(data: bytes) -> ZygoteReply:
     if isinstance(reply, _Failed):
         return ZygoteReply("failed", reply.req_id, message=reply.message)
     if isinstance(reply, _Exited):
-        status = ChildExit(reply.pid, reply.returncode, reply.cpu_s, reply.max_rss_kb)
+        status = _child_exit(reply)
         return ZygoteReply("exited", reply.req_id, pid=reply.pid, exit=status)
     assert isinstance(reply, _Signalled)
     return ZygoteReply("signalled", reply.req_id, delivered=reply.delivered)
@@ -288,12 +292,20 @@ class SpawnedChild:
 @dataclass(frozen=True)
 class ChildExit:
     """How a child ended: ``returncode`` as in ``subprocess`` (``-N`` for signal ``N``),
-    its CPU time (user + system) and its peak resident set."""
+    its CPU time (user + system) and its peak resident set; and ``quota_exceeded``, why the
+    run passed its disk quota (the zygote's own finding, :mod:`sandbox._quota`), or ``None``."""
 
     pid: int
     returncode: int
     cpu_s: float
     max_rss_kb: int
+    quota_exceeded: str | None = None
+
+
+def _child_exit(reply: _Exited) -> ChildExit:
+    return ChildExit(
+        reply.pid, reply.returncode, reply.cpu_s, reply.max_rss_kb, reply.quota_exceeded
+    )
 
 
 class ZygoteClient:
@@ -462,7 +474,7 @@ class ZygoteClient:
             raise ZygoteError(reply.message)
         if not isinstance(reply, _Exited):
             raise ZygoteError(f"unexpected zygote reply {reply.op}")
-        return ChildExit(reply.pid, reply.returncode, reply.cpu_s, reply.max_rss_kb)
+        return _child_exit(reply)
 
     def kill(self, pid: int, sig: int = signal.SIGKILL, timeout: float | None = 10.0) -> bool:
         """Send ``sig`` to child ``pid`` through the zygote (race-free: by pidfd, before
@@ -574,12 +586,14 @@ class ZygoteProcess:
 
 
 class _Server:
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, mounts: str | None) -> None:
         self.sock = sock
         self.pid = os.getpid()
         self.selector = selectors.DefaultSelector()
         self.selector.register(sock, selectors.EVENT_READ, None)
         self.pidfds: dict[int, int] = {}  # live child pid -> pidfd
+        self.mounts = mounts  # None once in a mount namespace of its own; else why not
+        self.outs: dict[int, OutMount] = {}  # live child pid -> the tmpfs on its out/
         self.exits: dict[int, _Exited] = {}  # reaped, not yet waited for (req_id 1 dummy)
         self.waiters: dict[int, list[int]] = {}  # pid -> req_ids waiting
 
@@ -630,32 +644,58 @@ class _Server:
                 os.close(fd)
             self.reply(_Failed(req_id=request.req_id, message="a spawn needs exactly two fds"))
             return
+        out, unmounted = self.mount_out(request)
         try:
             pid = os.fork()
         except OSError as exc:
             for fd in fds:
                 os.close(fd)
+            if out is not None:
+                out.finish()
             self.reply(_Failed(req_id=request.req_id, message=f"fork failed: {exc}"))
             return
         if pid == 0:  # pragma: no cover - the child; coverage can't follow it
             status = 70
             try:
-                status = self.child(request, fds)
+                status = self.child(request, fds, out, unmounted)
             finally:
                 os._exit(status)
         for fd in fds:
             os.close(fd)
+        if out is not None:
+            self.outs[pid] = out
         pidfd = os.pidfd_open(pid)
         self.pidfds[pid] = pidfd
         self.selector.register(pidfd, selectors.EVENT_READ, pid)
         self.reply(_Spawned(req_id=request.req_id, pid=pid))
 
-    def child(self, request: _Spawn, fds: list[int]) -> int:  # pragma: no cover - in the child
+    def mount_out(self, request: _Spawn) -> tuple[OutMount | None, str | None]:
+        """The tmpfs for the child of ``request`` (the ``quota`` layer), or why there is none."""
+        if "quota" in request.disable:
+            return None, "disabled"
+        if self.mounts is not None:
+            return None, self.mounts
+        busy = {key for out in self.outs.values() for key in out.keys}
+        limits = request.limits
+        try:
+            out = OutMount.attach(
+                request.workspace, limits.max_out_bytes, limits.max_out_files, busy=busy
+            )
+        except OSError as exc:
+            return None, f"could not mount a tmpfs on out/: {exc}"
+        return out, None
+
+    def child(  # pragma: no cover - in the child
+        self, request: _Spawn, fds: list[int], out: OutMount | None, unmounted: str | None
+    ) -> int:
         self.selector.close()
         self.sock.close()
         for pidfd in self.pidfds.values():
             os.close(pidfd)
         self.pidfds.clear()
+        for other in [*self.outs.values(), *([out] if out is not None else [])]:
+            other.forget()  # the mounts stay; the fds (the disk's out/ among them) go
+        self.outs.clear()
         try:
             kept, report = apply_isolation(
                 workspace=request.workspace,
@@ -670,6 +710,10 @@ class _Server:
                     RunError(type="SandboxSetupFailed", message=str(exc), phase="setup")
                 )
             return 71
+        if unmounted is None:  # applied by the zygote before the fork
+            report.applied.insert(0, "quota")
+        else:
+            report.skip("quota", unmounted)
         channel = BlockingChannel(kept[0], kept[1])
         _runtime.prime()
         return _runtime.serve(
@@ -685,12 +729,14 @@ class _Server:
         self.selector.unregister(pidfd)
         os.close(pidfd)
         _, status, usage = os.wait4(pid, 0)
+        out = self.outs.pop(pid, None)
         exited = _Exited(
             req_id=1,
             pid=pid,
             returncode=os.waitstatus_to_exitcode(status),
             cpu_s=usage.ru_utime + usage.ru_stime,
             max_rss_kb=usage.ru_maxrss,
+            quota_exceeded=None if out is None else out.finish(),  # on the disk before the reply
         )
         waiting = self.waiters.pop(pid, [])
         if not waiting:
@@ -761,8 +807,9 @@ def main(fd: int) -> None:
     closes. Exits the process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=fd)
+    mounts = enter_private_mounts()
     _keep_freed_memory()
     _runtime.warm_up()
     python_paths()
-    _Server(sock).run()
+    _Server(sock, mounts).run()
     sys.exit(0)

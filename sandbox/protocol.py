@@ -178,7 +178,9 @@ PlainData: TypeAlias = Annotated[Any, AfterValidator(check_plain)]
 # --------------------------------------------------------------------------------------------
 # Messages
 
-Layer: TypeAlias = Literal["restricted-python", "rlimits", "seccomp", "landlock", "netns", "uid"]
+Layer: TypeAlias = Literal[
+    "restricted-python", "rlimits", "seccomp", "landlock", "netns", "uid", "quota"
+]
 """The isolation layers a child reports by name."""
 
 LAYER_NAMES: Final[tuple[Layer, ...]] = (
@@ -188,6 +190,7 @@ LAYER_NAMES: Final[tuple[Layer, ...]] = (
     "landlock",
     "netns",
     "uid",
+    "quota",
 )
 
 _Name = Annotated[str, Field(min_length=1, max_length=512)]
@@ -216,12 +219,18 @@ class RunLimits(_Message):
         max_value_bytes: bound on the script's value: a repr is cut to this many characters,
             and a plain value whose frame would pass the frame limit is sent as its cut repr.
         max_message_bytes: the frame limit for every message after ``start``, both ways.
+        max_out_bytes: bytes of file contents ``write_text`` lets the run leave in ``out/``
+            before it stops the script with ``DiskQuotaExceeded``.
+        max_out_files: files and directories ``write_text`` lets the run leave in ``out/``
+            before ``DiskQuotaExceeded``.
     """
 
     max_output_bytes: Annotated[int, Field(ge=0, le=2**40)] = 1_000_000
     max_tool_calls: Annotated[int, Field(ge=0, le=2**40)] = 1000
     max_value_bytes: Annotated[int, Field(ge=64, le=MAX_FRAME)] = 100_000
     max_message_bytes: Annotated[int, Field(ge=1024, le=MAX_FRAME)] = DEFAULT_FRAME_LIMIT
+    max_out_bytes: Annotated[int, Field(ge=0, le=2**40)] = 64 * 2**20
+    max_out_files: Annotated[int, Field(ge=0, le=10**6)] = 1000
 
 
 # child -> host
@@ -300,7 +309,8 @@ class RunError(_Message):
     Attributes:
         type: the exception's class name (``SyntaxError``, ``CompileError``, ``KeyError``...),
             or a limit the child enforced itself: ``OutputExceeded``, ``ToolCallsExceeded``,
-            ``MemoryExceeded``; or ``SandboxSetupFailed`` when the child could not start.
+            ``DiskQuotaExceeded``, ``MemoryExceeded``; or ``SandboxSetupFailed`` when the
+            child could not start.
         message: human-readable text, cut to a bound.
         line: the script line the error points at, when known.
         phase: ``setup`` (before the script was read), ``compile`` or ``run``.

@@ -58,7 +58,8 @@ class RunRecord:
     """Everything one run showed the host.
 
     ``host_error`` names what the host itself stopped the run for (``WallTimeExceeded``,
-    ``OutputExceeded``, ``ProtocolViolation``), if anything.
+    ``OutputExceeded``, ``ProtocolViolation``, or ``DiskQuotaExceeded`` when the zygote found
+    that the run passed its disk quota), if anything.
     """
 
     ready: Ready | None = None
@@ -229,4 +230,6 @@ def run_script(
             record.host_error = record.host_error or "WallTimeExceeded"
             client.kill(child.pid)
             record.exit = client.wait(child.pid)
+        if record.exit.quota_exceeded is not None:
+            record.host_error = record.host_error or "DiskQuotaExceeded"
     return record

@@ -3,7 +3,8 @@
     ScriptBridgeError(Exception)
     ├── ScriptRejected          the compiler refused the script (syntax, a forbidden construct)
     ├── ScriptFailed            the script raised
-    ├── LimitExceeded           wall time, CPU time, memory, output or tool calls ran out
+    ├── LimitExceeded           wall time, CPU time, memory, output, tool calls or the
+    │                           disk quota ran out
     ├── SandboxCrashed          the sandbox process died or could not start
     ├── ProtocolViolation       the sandbox process sent a message that fails validation
     ├── WorkspacePathError      a path the workspace won't take (also a ValueError)

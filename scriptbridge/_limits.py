@@ -19,6 +19,7 @@ LimitError = Literal[
     "MemoryExceeded",
     "OutputExceeded",
     "ToolCallsExceeded",
+    "DiskQuotaExceeded",
     "SandboxCrashed",
     "ProtocolViolation",
     "Cancelled",
@@ -38,6 +39,17 @@ class Limits(BaseModel):
         max_parallel_calls: calls of one ``call_tools`` batch run at once.
         max_output_bytes: bytes of printed output kept; past it the run ends.
         max_message_bytes: the largest frame either side may send.
+        max_out_bytes: bytes of file contents the run may leave in its ``out/`` (every file's
+            size, summed); past it the run ends with ``DiskQuotaExceeded``.
+        max_out_files: entries the run may leave in its ``out/``: every file and every
+            directory counts one (``out/`` itself doesn't), and so does anything else a
+            script could make there; past it the run ends with ``DiskQuotaExceeded``.
+
+    The disk quota (the last two) is enforced by ``write_text``, which refuses the write that
+    would pass it, and, where the machine allows (root), by the OS: ``out/`` is then a tmpfs
+    of that size while the run runs (so a run may hold up to ``max_out_bytes`` of memory
+    besides ``memory_mb``), copied to the disk within the quota when the child has exited.
+    Either way the disk keeps no more than the quota of a run.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -49,6 +61,8 @@ class Limits(BaseModel):
     max_parallel_calls: int = Field(default=8, ge=1, le=1024)
     max_output_bytes: int = Field(default=1_000_000, ge=0, le=2**40)
     max_message_bytes: int = Field(default=16 * 2**20, ge=1024, le=64 * 2**20)
+    max_out_bytes: int = Field(default=64 * 2**20, ge=0, le=2**40)
+    max_out_files: int = Field(default=1000, ge=0, le=10**6)
 
 
 class ScriptError(BaseModel):

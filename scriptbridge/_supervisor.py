@@ -41,6 +41,15 @@ removed in the background: removing a directory costs this machine 100 to 300 µ
 about a tenth of a run's start. Closing the bridge stops every server, cancels running scripts
 (their results say ``Cancelled``) and stops the zygote, which kills and reaps any child left,
 spares included, and removes the spares' directories and the trash.
+
+A run's ``out/`` is bounded by its disk quota (``Limits.max_out_bytes`` and ``max_out_files``):
+``write_text`` refuses the write that would pass it, and where the zygote is root the ``quota``
+layer (:mod:`sandbox._quota`) makes ``out/`` a tmpfs of that size while the run runs and copies
+what it holds to the disk, within the quota, before it reports the child's exit. A run that
+passed the quota ends with ``DiskQuotaExceeded`` whatever the child said (unless it was
+``Cancelled``): the zygote's finding doesn't rely on the child, and, as a last bound for a
+machine without the layer, the host reads what is on the disk (never following a symlink, at
+most one entry past the quota) and throws the whole ``out/`` away if it passes the quota.
 """
 
 from __future__ import annotations
@@ -443,6 +452,14 @@ class Bridge:
                 if exit_status is not None
                 else ScriptError(type="SandboxCrashed", message="the sandbox process vanished")
             )
+        outputs, passed = _outputs(run.dir, limits)
+        quota = exit_status.quota_exceeded if exit_status is not None else None
+        if passed is not None:  # no quota layer kept it to the quota (not root): nothing kept
+            self._throw_away(run)
+            outputs = []
+            quota = f"the script left {passed} in out/, so none of it was kept"
+        if quota is not None and (error is None or error.type != "Cancelled"):
+            error = ScriptError(type="DiskQuotaExceeded", message=quota)
         if error is not None:
             value = None
         return ScriptResult(
@@ -454,7 +471,7 @@ class Bridge:
             fetches=run.fetches,
             duration_s=time.perf_counter() - started,
             isolation=run.isolation,
-            outputs=_outputs(run.dir),
+            outputs=outputs,
         )
 
     def _live_link(self) -> ZygoteLink:
@@ -645,6 +662,8 @@ class Bridge:
                 max_output_bytes=limits.max_output_bytes,
                 max_tool_calls=limits.max_tool_calls,
                 max_message_bytes=limits.max_message_bytes,
+                max_out_bytes=limits.max_out_bytes,
+                max_out_files=limits.max_out_files,
             ),
         )
         try:
@@ -866,7 +885,12 @@ def _holds_anything(directory: Path) -> bool:
 
 def _child_limits(limits: Limits) -> ChildLimits:
     """The OS limits a child for a run with ``limits`` is forked with."""
-    return ChildLimits(cpu_s=limits.cpu_s, memory_mb=limits.memory_mb)
+    return ChildLimits(
+        cpu_s=limits.cpu_s,
+        memory_mb=limits.memory_mb,
+        max_out_bytes=limits.max_out_bytes,
+        max_out_files=limits.max_out_files,
+    )
 
 
 def _one_line(text: str) -> str:
@@ -894,10 +918,32 @@ def _reference_ids(view: Any) -> set[str]:
     return found
 
 
-def _outputs(run_dir: Path) -> list[str]:
-    """Files the script left in its ``out/``, relative to the workspace root."""
-    out = run_dir / "out"
-    if not out.is_dir():
-        return []
+def _outputs(run_dir: Path, limits: Limits) -> tuple[list[str], str | None]:
+    """The files the script left in its ``out/``, relative to the workspace root, and why they
+    pass the run's disk quota (``None`` when they don't).
+
+    The walk never follows a symlink, lists regular files only, and stops at the first entry
+    past ``max_out_files``: what a child left can't make it long.
+    """
     root = run_dir.parent.parent
-    return sorted(str(path.relative_to(root)) for path in out.rglob("*") if path.is_file())
+    found: list[str] = []
+    size = entries = 0
+    pending = [run_dir / "out"]
+    while pending:
+        try:
+            listing = os.scandir(pending.pop())
+        except OSError:
+            continue
+        with listing:
+            for entry in listing:
+                entries += 1
+                if entries > limits.max_out_files:
+                    return sorted(found), f"more than {limits.max_out_files} files and directories"
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(Path(entry.path))
+                elif entry.is_file(follow_symlinks=False):
+                    size += entry.stat(follow_symlinks=False).st_size
+                    found.append(str(Path(entry.path).relative_to(root)))
+    if size > limits.max_out_bytes:
+        return sorted(found), f"more than {limits.max_out_bytes} bytes"
+    return sorted(found), None

@@ -81,10 +81,12 @@ async def test_a_run_cannot_see_a_spares_directory(bridge: Bridge) -> None:
     assert result.error is not None and result.error.type == "PermissionError"
 
 
-async def test_other_limits_fork_their_own_child(bridge: Bridge) -> None:
-    """A run whose OS limits differ from the bridge's doesn't take a spare."""
+@pytest.mark.parametrize("limits", [Limits(cpu_s=3), Limits(max_out_files=5)])
+async def test_other_limits_fork_their_own_child(bridge: Bridge, limits: Limits) -> None:
+    """A run whose OS limits (its disk quota included) differ from the bridge's doesn't take a
+    spare."""
     pids = await spares_ready(bridge)
-    result = await bridge.run("2\n", limits=Limits(cpu_s=3))
+    result = await bridge.run("2\n", limits=limits)
     assert result.ok and result.value == 2
     assert [spare.child.pid for spare in bridge._spares] == pids
 

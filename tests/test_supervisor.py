@@ -462,3 +462,156 @@ async def test_a_batch_whose_failures_dont_fit_a_message_ends_the_run(bridge: Br
     assert result.error is not None and result.error.type == "ToolCallsExceeded", result.error
     assert "1024-byte message limit" in result.error.message
     assert (await bridge.run("2 + 2\n")).value == 4
+
+
+# --- the disk quota: what a run may leave in its out/ -----------------------------------------
+
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="the quota layer mounts: root only")
+
+
+def left_on_disk(bridge: Bridge) -> tuple[int, int]:
+    """(bytes of file contents, files and directories) under every runs/<id>/out/ on disk,
+    never following a symlink."""
+    size = entries = 0
+    for out in (bridge.workspace.root / "runs").glob("*/out"):
+        for directory, dirs, files in os.walk(out):
+            for name in dirs + files:
+                entries += 1
+                info = os.lstat(os.path.join(directory, name))
+                size += info.st_size if name in files else 0
+    return size, entries
+
+
+async def test_many_small_files_past_the_quota_end_the_run(bridge: Bridge) -> None:
+    """A run that writes more files than max_out_files (1,000 by default) ends with
+    DiskQuotaExceeded, and no more than the quota is left on disk."""
+    result = await bridge.run("for i in range(1500):\n    write_text(f'out/f{i}.txt', 'x')\n")
+    assert result.error is not None and result.error.type == "DiskQuotaExceeded", result.error
+    assert "1000" in result.error.message
+    size, entries = left_on_disk(bridge)
+    assert 0 < entries <= 1000 and size <= 1000
+    assert len(result.outputs) == entries
+
+
+async def test_one_file_past_the_quota_ends_the_run(bridge: Bridge) -> None:
+    """A run that writes one file larger than max_out_bytes (64 MiB by default) ends with
+    DiskQuotaExceeded, and the disk holds no more than the quota."""
+    result = await bridge.run("write_text('out/big.bin', 'x' * (64 * 2 ** 20 + 1))\n")
+    assert result.error is not None and result.error.type == "DiskQuotaExceeded", result.error
+    size, entries = left_on_disk(bridge)
+    assert size <= 64 * 2**20 and entries <= 1
+
+
+async def test_a_run_within_the_quota_keeps_its_outputs(bridge: Bridge) -> None:
+    """A run that stays within its quota, exactly at both limits, ends well and keeps every
+    file it wrote, replacing a file counting its new size only."""
+    limits = Limits(max_out_bytes=30, max_out_files=4)
+    result = await bridge.run(
+        script("""
+        write_text("out/a.txt", "x" * 20)
+        write_text("out/a.txt", "y" * 10)
+        write_text("out/sub/b.txt", "z" * 10)
+        write_text("out/sub/c.txt", "w" * 10)
+        "fine"
+        """),
+        limits=limits,
+    )
+    assert result.ok, result.error
+    kept = [path.split("/out/")[1] for path in result.outputs]
+    assert kept == ["a.txt", "sub/b.txt", "sub/c.txt"]
+    assert (bridge.workspace.root / result.outputs[0]).read_text() == "y" * 10
+    assert left_on_disk(bridge) == (30, 4)
+
+
+@pytest.mark.parametrize(
+    ("source", "passed"),
+    [
+        ("for i in range(4):\n    write_text(f'out/{i}.txt', 'x' * 300)\n", "1000 bytes"),
+        ("write_text('out/a/b/c/d/e/f.txt', 'x')\n", "5 files"),
+        ("for i in range(6):\n    write_text(f'out/{i}.txt', '')\n", "5 files"),
+    ],
+)
+async def test_a_small_custom_quota(bridge: Bridge, source: str, passed: str) -> None:
+    """A run's own small Limits(max_out_bytes, max_out_files) bounds bytes over several files,
+    nested directories and empty files alike; the disk keeps no more than that quota."""
+    result = await bridge.run(source, limits=Limits(max_out_bytes=1000, max_out_files=5))
+    assert result.error is not None and result.error.type == "DiskQuotaExceeded", result.error
+    assert passed in result.error.message
+    size, entries = left_on_disk(bridge)
+    assert size <= 1000 and entries <= 5
+
+
+async def test_the_quota_cant_be_caught(bridge: Bridge) -> None:
+    """Catching the refused write doesn't let a script go on writing: the stop is sticky."""
+    result = await bridge.run(
+        script("""
+        for i in range(10):
+            try:
+                write_text(f"out/{i}.txt", "x" * 400)
+            except BaseException:
+                pass
+        "went on"
+        """),
+        limits=Limits(max_out_bytes=1000),
+    )
+    assert result.error is not None and result.error.type == "DiskQuotaExceeded", result.error
+    assert left_on_disk(bridge)[0] <= 1000
+
+
+@ROOT_ONLY
+async def test_the_quota_mount_is_out_of_the_hosts_sight(bridge: Bridge) -> None:
+    """While a run runs, its out/ is a size- and inode-limited tmpfs in the zygote's own mount
+    namespace, absent from the host's; once run returns it is gone there too, and what the
+    script wrote is on the disk."""
+    assert bridge._zygote is not None
+    zygote = bridge._zygote.pid
+    seen: dict[str, list[str]] = {}
+
+    def mounts(pid: int | str) -> list[str]:
+        with open(f"/proc/{pid}/mountinfo") as table:
+            return [line for line in table if str(bridge.workspace.root) in line]
+
+    def look() -> str:
+        seen["host"], seen["zygote"] = mounts("self"), mounts(zygote)
+        return "looked"
+
+    bridge.add_tool(python_tool(look))
+    result = await bridge.run("write_text('out/a.txt', 'kept')\ntools.look()\n")
+    assert result.ok, result.error
+    assert "quota" in result.isolation
+    assert seen["host"] == []
+    (mount,) = [line for line in seen["zygote"] if "/runs/" in line]
+    assert " tmpfs " in mount and "nr_inodes=1002" in mount
+    assert [line for line in mounts(zygote) if "/runs/" in line] == []
+    (output,) = result.outputs
+    assert (bridge.workspace.root / output).read_text() == "kept"
+
+
+@pytest.mark.parametrize(("files", "passes"), [(5, True), (3, False)])
+async def test_what_no_quota_layer_bounded_is_bounded_by_the_host(
+    tmp_path: pathlib.Path, nursery: trio.Nursery, files: int, passes: bool
+) -> None:
+    """A child no quota layer bounded (a machine without root) that leaves more than its
+    quota in out/ and says done ends with DiskQuotaExceeded, and none of its out/ is kept; one
+    within the quota keeps its files, and a symlink it left is never listed."""
+
+    async def act(end: ChildEnd) -> int:
+        await end.send(ready_body())
+        await end.receive()  # start
+        (out,) = (tmp_path / "ws" / "runs").glob("*/out")
+        for n in range(files):
+            (out / f"{n}.txt").write_text("x")
+        (out / "link").symlink_to("/etc/passwd")
+        await end.send({"op": "done", "value": 1})
+        await end.host_closed.wait()
+        return 0
+
+    async with HostileBridge(tmp_path / "ws") as bridge:
+        with trio.fail_after(20), bridge.hostile(lambda: PipeChild(nursery, act)):
+            result = await bridge.run("1\n", limits=Limits(max_out_files=files + 1 - passes))
+    if passes:
+        assert result.error is not None and result.error.type == "DiskQuotaExceeded", result
+        assert result.outputs == [] and list((tmp_path / "ws" / "runs").iterdir()) == []
+    else:
+        assert result.ok, result.error
+        assert [path.rsplit("/", 1)[1] for path in result.outputs] == ["0.txt", "1.txt", "2.txt"]

@@ -77,7 +77,7 @@ def test_all_layers_reported(run: Run) -> None:
     """A default child reports every layer this machine can apply, and skips none."""
     record = run("1")
     assert record.ready is not None
-    expected = [layer for layer in LAYER_NAMES if ROOT or layer not in ("netns", "uid")]
+    expected = [layer for layer in LAYER_NAMES if ROOT or layer not in ("netns", "uid", "quota")]
     assert record.isolation == expected
     assert all(skipped.layer not in expected for skipped in record.ready.skipped)
 

@@ -408,3 +408,36 @@ def test_the_sandbox_own_functools_and_namedtuple_work(run: Run) -> None:
         "[two(), repr(two).split()[1], V(1) >= V(0), p.x + p.y + p.extra, errors]"
     )
     assert record.value == [3, "two", True, 8, ["refused"] * 3], record.final
+
+
+def test_write_text_counts_the_runs_bytes_and_files(run: Run, workspace: Path) -> None:
+    """``write_text`` counts what the run left in out/ (bytes of every file, and files and
+    directories) and refuses the write that would pass max_out_bytes or max_out_files."""
+    limits = RunLimits(max_out_bytes=100, max_out_files=3)
+    ok = run("write_text('out/a', 'x' * 60)\nwrite_text('out/a', 'y' * 90)\n1", run_limits=limits)
+    assert ok.value == 1  # a replaced file counts its new size, not both
+    record = run("write_text('out/a', 'x' * 60)\nwrite_text('out/b', 'x' * 41)", run_limits=limits)
+    assert record.error_type == "DiskQuotaExceeded"
+    assert "more than 100 bytes" in record.final.message  # type: ignore[union-attr]
+    assert not (workspace / "out" / "b").exists()
+
+
+def test_write_text_counts_the_directories_it_makes(run: Run, workspace: Path) -> None:
+    """Parent directories made for a file count as entries, checked before any is made."""
+    limits = RunLimits(max_out_files=3)
+    record = run(
+        "write_text('out/a/b/c.txt', 'x')\nwrite_text('out/d/e.txt', 'x')", run_limits=limits
+    )
+    assert record.error_type == "DiskQuotaExceeded"
+    assert "more than 3 files and directories" in record.final.message  # type: ignore[union-attr]
+    assert not (workspace / "out" / "d").exists()
+
+
+def test_the_disk_quota_stop_is_sticky(run: Run) -> None:
+    """A script that catches the refused write can't write, print or call on afterwards."""
+    source = (
+        "try:\n    write_text('out/a', 'x' * 200)\nexcept BaseException:\n    pass\n"
+        "write_text('out/b', 'x')\n'went on'"
+    )
+    record = run(source, run_limits=RunLimits(max_out_bytes=100))
+    assert record.error_type == "DiskQuotaExceeded"

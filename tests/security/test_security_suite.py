@@ -9,9 +9,9 @@ Modes (``disable`` of the spawn):
 
 ``full``          every layer on: every attack is blocked.
 ``language-off``  plain ``compile``/``exec`` with the same globals: every attack of an OS
-                  category (files, network, processes, environment, resources, persistence)
-                  is still blocked, by the OS layers alone.
-``os-off``        rlimits, netns, uid, landlock and seccomp off: every attack of a language
+                  category (files, network, processes, environment, resources, disk,
+                  persistence) is still blocked, by the OS layers alone.
+``os-off``        rlimits, netns, uid, landlock, seccomp and quota off: every attack of a language
                   category (introspection, imports, builtins, format strings, frames,
                   generators) is still blocked, by the language layer alone.
 ``control``       both off, for attacks marked ``control``: the attack must *succeed*, which
@@ -29,6 +29,10 @@ end-of-run summary prints blocked counts per category and configuration, and thi
 
 Persistence attacks run a ``setup`` script first, then the attack in a fresh child; both in the
 mode under test.
+
+Disk attacks try to leave more than the run's quota (:data:`QUOTA`) on the host's disk; in
+every mode but ``control`` the suite also checks that the workspace's ``out/`` holds no more
+than the quota once the run is over.
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ LANGUAGE = (
     "introspection", "imports", "builtins", "format-strings", "frames", "generators",
     "stdlib-reflection", "api-arguments",
 )  # fmt: skip
-OS = ("files", "network", "processes", "environment", "resources", "persistence")
+OS = ("files", "network", "processes", "environment", "resources", "disk", "persistence")
 
 MODES: dict[str, frozenset[str]] = {
     "full": frozenset(),
@@ -608,16 +612,56 @@ ATTACKS = [
         control=False,
     ),
     attack(
-        "disk-fill",
-        "resources",
-        "write_text('out/big.txt', 'x' * (40 * 2 ** 20))\n'ESCAPED'",
-        control=False,
-    ),
-    attack(
         "tool-call-flood",
         "resources",
         "for i in range(100000):\n    call_tool('docs.search', {})\n'ESCAPED'",
         control=False,
+    ),
+    # ---------------------------------------------------------------- disk
+    attack(
+        "disk-fill",
+        "disk",
+        "write_text('out/big.txt', 'x' * (40 * 2 ** 20))\n'ESCAPED'",
+        control=False,
+    ),
+    attack(
+        "many-small-files",
+        "disk",
+        P + "def fill():\n    for i in range(300):\n"
+        "        os.close(os.open(f'out/f{i}', os.O_CREAT | os.O_WRONLY))\nworks(fill)",
+    ),
+    attack(
+        "one-large-file",
+        "disk",
+        P + "fd = os.open('out/big', os.O_CREAT | os.O_WRONLY)\ndef fill():\n"
+        "    for i in range(24):\n        assert os.write(fd, b'x' * 2 ** 20) == 2 ** 20\n"
+        "works(fill)",
+    ),
+    attack(
+        "nested-directories",
+        "disk",
+        P + "def nest():\n    path = 'out'\n    for i in range(300):\n        path += '/d'\n"
+        "        os.mkdir(path)\nworks(nest)",
+    ),
+    attack(
+        "sparse-ftruncate",
+        "disk",
+        P + "fd = os.open('out/sparse', os.O_CREAT | os.O_WRONLY)\n"
+        "works(lambda: os.ftruncate(fd, 2 ** 40))",
+    ),
+    attack(
+        "fallocate-past-the-end",
+        "disk",
+        P + "fd = os.open('out/held', os.O_CREAT | os.O_WRONLY)\n"
+        "keep_size = 1\nsize = ctypes.c_long(32 * 2 ** 20)\n"
+        "'ESCAPED' if libc.fallocate(fd, keep_size, ctypes.c_long(0), size) == 0 else 'no'",
+    ),
+    attack(
+        "hard-link-flood",
+        "disk",
+        P + "fd = os.open('out/data', os.O_CREAT | os.O_WRONLY)\nos.write(fd, b'x' * 2 ** 20)\n"
+        "def link():\n    for i in range(300):\n        os.link('out/data', f'out/l{i}')\n"
+        "works(link)",
     ),
     # ---------------------------------------------------------------- persistence
     attack(
@@ -702,9 +746,9 @@ ONE_LAYER: frozenset[str] = frozenset(
         *("wraps-merges-module-globals", "wraps-swaps-a-stdlib-function-code"),
         *("wraps-makes-a-stdlib-class-writable", "wraps-hands-out-update-wrapper"),
         *("wraps-renames-a-stdlib-function", "function-attribute-write-on-stdlib"),
-        # Resources only the rlimits bound: no language check counts CPU, bytes written or
-        # memory (the two memory bombs are not run without the OS layers; see the module doc).
-        *("cpu-loop", "disk-fill", "memory-bomb", "string-memory-bomb"),
+        # Resources only the rlimits bound: no language check counts CPU or memory (the two
+        # memory bombs are not run without the OS layers; see the module doc).
+        *("cpu-loop", "memory-bomb", "string-memory-bomb"),
     }
 )
 """Attacks that only their own category's layer stops (see the module doc)."""
@@ -766,6 +810,30 @@ def environment(tmp_path: Path) -> Iterator[dict[str, Any]]:
             (package / "_planted.py").unlink(missing_ok=True)
 
 
+QUOTA = (8 * 2**20, 100)
+"""The disk quota of every run of the suite: bytes, and files and directories, in ``out/``."""
+
+REFUSED_WHOLE = frozenset({"sparse-ftruncate", "fallocate-past-the-end"})
+"""Disk attacks the kernel refuses whole, leaving nothing past the quota: the run ends as the
+script ends it. Every other disk attack, blocked, ends with ``DiskQuotaExceeded``."""
+
+
+def within_quota(environment: dict[str, Any]) -> str | None:
+    """``None`` when the workspace's ``out/`` holds no more than :data:`QUOTA` (file sizes,
+    entries, and blocks allocated past a file's end), else what it holds."""
+    size = entries = blocks = 0
+    for directory, dirs, files in os.walk(environment["workspace"] / "out"):
+        entries += len(dirs) + len(files)
+        for name in files:
+            info = os.lstat(os.path.join(directory, name))
+            size += info.st_size
+            blocks += info.st_blocks * 512
+    max_bytes, max_entries = QUOTA
+    if size <= max_bytes and entries <= max_entries and blocks <= max_bytes + entries * 8192:
+        return None
+    return f"out/ holds {size} bytes ({blocks} allocated) in {entries} entries"
+
+
 def echo(args: dict[str, Any]) -> dict[str, Any]:
     """A harmless tool."""
     return {"content": [], "data": args, "isError": False}
@@ -787,8 +855,19 @@ def run_attack(
             workspace=environment["workspace"],
             tools={"docs.search": echo},
             inputs=environment["inputs"],
-            limits=ChildLimits(cpu_s=1, memory_mb=256, max_file_bytes=16 * 2**20),
-            run_limits=RunLimits(max_output_bytes=1_000_000, max_tool_calls=100),
+            limits=ChildLimits(
+                cpu_s=1,
+                memory_mb=256,
+                max_file_bytes=16 * 2**20,
+                max_out_bytes=QUOTA[0],
+                max_out_files=QUOTA[1],
+            ),
+            run_limits=RunLimits(
+                max_output_bytes=1_000_000,
+                max_tool_calls=100,
+                max_out_bytes=QUOTA[0],
+                max_out_files=QUOTA[1],
+            ),
             disable=MODES[mode],
             timeout=timeout,
         )
@@ -820,6 +899,10 @@ def test_attack(
         assert verdict == "blocked", detail
         assert not environment["outside"].exists()
         assert record.exit is not None
+        if case.category == "disk":
+            assert within_quota(environment) is None, within_quota(environment)
+            if mode == "language-off" and case.name not in REFUSED_WHOLE:
+                assert record.error_type == "DiskQuotaExceeded", detail
 
 
 def verdict_of(record: RunRecord, environment: dict[str, Any]) -> str:
@@ -852,6 +935,8 @@ def test_the_other_layer_alone(
         assert verdict != "blocked", f"now blocked by the other layer too: {detail}"
     else:
         assert verdict == "blocked", f"only one layer stops it now: {detail}"
+        if case.category == "disk":
+            assert within_quota(environment) is None, within_quota(environment)
     assert record.exit is not None
 
 
