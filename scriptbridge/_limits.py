@@ -39,6 +39,10 @@ class Limits(BaseModel):
         max_parallel_calls: calls of one ``call_tools`` batch run at once.
         max_output_bytes: bytes of printed output kept; past it the run ends.
         max_message_bytes: the largest frame either side may send.
+        max_fetches: payload requests one run may cause: fetches of references not already
+            saved (a saved copy is answered without a request, and a failed fetch of a record
+            is answered again from the run's memory). Past it a fetch raises ``Unfetchable``
+            in the script, saying so; the run goes on.
         max_out_bytes: bytes of file contents the run may leave in its ``out/`` (every file's
             size, summed); past it the run ends with ``DiskQuotaExceeded``.
         max_out_files: entries the run may leave in its ``out/``: every file and every
@@ -61,6 +65,7 @@ class Limits(BaseModel):
     max_parallel_calls: int = Field(default=8, ge=1, le=1024)
     max_output_bytes: int = Field(default=1_000_000, ge=0, le=2**40)
     max_message_bytes: int = Field(default=16 * 2**20, ge=1024, le=64 * 2**20)
+    max_fetches: int = Field(default=100, ge=0, le=10**6)
     max_out_bytes: int = Field(default=64 * 2**20, ge=0, le=2**40)
     max_out_files: int = Field(default=1000, ge=0, le=10**6)
 

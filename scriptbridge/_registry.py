@@ -7,9 +7,15 @@ a marked reference can be served first. Classifying and rendering never mark.
 Guarantees:
 
 - A record's id is ``ref_`` and 12 random hex digits, never derived from its uri.
-- The first ``never`` read for a uri marks its record, and nothing clears the mark while the
-  record lives. A mark survives eviction too: marked uris are kept in a separate bounded set,
-  and a new record for such a uri starts marked.
+- Marks are keyed by the uri's canonical key (:func:`scriptbridge._canonical.canonical_key`:
+  what the fetcher would request), so every spelling of one request shares one mark: the
+  first ``never`` read for any of them marks every live record under that key, and a record
+  made later under it starts marked. Nothing clears a mark. The keys marked are kept for the
+  registry's whole life in a :class:`~scriptbridge._never.NeverMemory` (fixed memory, never
+  forgets, errs only toward marking), so a mark outlives eviction and any number of marks.
+- Every never claim, even for a key already marked, calls each key listener with the key (the
+  bridge unlinks copies linked into runs under it); each first mark of a record calls the
+  mark listeners with the record (the fetcher aborts its flight there).
 - The first mark forgets the record's saved path and verified facts, calls the removal hook
   with the old path, then tells each mark listener (the fetcher aborts a flight there). A hook
   that raises is logged with the path and retried at the next :meth:`~ReferenceRegistry.sweep`
@@ -23,8 +29,11 @@ Guarantees:
 Choices where SPEC is silent: a record keeps the server it was first bound to (a later delivery
 of the same uri by another server refreshes its name, media type, size and expiry, but can't
 rebind it, so one server can't have another's uri read through itself); an evicted record's
-saved copy stays on disk (it was never marked). The registry is not thread-safe: use it from
-one thread (the trio thread of a host).
+saved copy is removed from the workspace with it, through the removal hook (a copy exists in
+``refs/`` only while its record lives, so no copy outlives the index that a mark reads; copies
+linked into a run's ``refs/`` are indexed by key by the bridge, see ``add_key_listener``).
+Records stay keyed by the uri as sent. The registry is not thread-safe: use it from one thread
+(the trio thread of a host).
 """
 
 from __future__ import annotations
@@ -37,8 +46,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from ._canonical import canonical_key
 from ._claims import read_claims
 from ._classify import Reference
+from ._never import NeverMemory
 
 __all__ = ["Journal", "ReferenceRecord", "ReferenceRegistry"]
 
@@ -48,20 +59,24 @@ RemovalHook = Callable[[str], None]
 """Removes a saved copy, given its workspace-relative path; raises ``OSError`` on failure."""
 
 MarkListener = Callable[["ReferenceRecord"], None]
+KeyListener = Callable[[str], None]
+"""Told the canonical key of every never claim ingested (repeats included); must be cheap."""
 
 
 @dataclass(slots=True)
 class ReferenceRecord:
     """What the host knows of one reference. Read it; change it only through the registry.
 
-    ``saved_path`` is workspace-relative (``refs/<id>.<ext>``) and set only for an unmarked
-    record; ``verified_bytes`` and ``sha256`` are facts the fetcher checked. ``unreadable``
-    means a result naming it could not be read whole for a never: it is never fetched.
+    ``key`` is the uri's canonical key (marks are kept by it). ``saved_path`` is
+    workspace-relative (``refs/<id>.<ext>``) and set only for an unmarked record;
+    ``verified_bytes`` and ``sha256`` are facts the fetcher checked. ``unreadable`` means a
+    result naming it could not be read whole for a never: it is never fetched.
     """
 
     id: str
     uri: str
     server: str | None
+    key: str = ""
     name: str | None = None
     mime_type: str | None = None
     size: int | None = None
@@ -98,7 +113,8 @@ class Journal:
 
 
 class ReferenceRegistry:
-    """Reference records keyed by the raw uri, with sticky never marks (see the module doc)."""
+    """Reference records keyed by the raw uri, with sticky never marks keyed by canonical key
+    (see the module doc)."""
 
     def __init__(self, capacity: int = 2000, never_capacity: int = 100_000) -> None:
         if capacity < 1 or never_capacity < 1:
@@ -107,7 +123,10 @@ class ReferenceRegistry:
         self.never_capacity = never_capacity
         self._by_uri: OrderedDict[str, ReferenceRecord] = OrderedDict()
         self._by_id: dict[str, ReferenceRecord] = {}
-        self._never: OrderedDict[str, None] = OrderedDict()
+        self._by_key: dict[str, dict[str, ReferenceRecord]] = {}
+        self._never = NeverMemory(never_capacity)
+        self._key_listeners: list[KeyListener] = []
+        self._overflow_told = False
         self._journals: list[Journal] = []
         self._removal_hook: RemovalHook | None = None
         self._pending_removals: dict[str, None] = {}
@@ -127,9 +146,12 @@ class ReferenceRegistry:
         return self._by_id.get(ref_id)
 
     def is_marked(self, uri: str) -> bool:
-        """Whether a never was read for ``uri`` (its record is marked, or will start marked)."""
+        """Whether a never was read for ``uri`` or any spelling of the same request (its
+        record is marked, or will start marked)."""
         record = self._by_uri.get(uri)
-        return (record is not None and record.payload_never) or uri in self._never
+        if record is not None:
+            return record.payload_never or record.key in self._never
+        return canonical_key(uri) in self._never
 
     # --- wiring -----------------------------------------------------------------------------
 
@@ -144,6 +166,13 @@ class ReferenceRegistry:
         """Call ``listener(record)`` right after each first mark; returns its remover."""
         self._mark_listeners.append(listener)
         return lambda: self._mark_listeners.remove(listener)
+
+    def add_key_listener(self, listener: KeyListener) -> Callable[[], None]:
+        """Call ``listener(key)`` for every never claim ingested, with its canonical key, after
+        the records under it are marked (repeats included: the memory may not tell a first
+        mark from a repeat once it overflows); returns its remover."""
+        self._key_listeners.append(listener)
+        return lambda: self._key_listeners.remove(listener)
 
     @contextmanager
     def journal(self) -> Iterator[Journal]:
@@ -192,7 +221,12 @@ class ReferenceRegistry:
         """Record a completed saved copy; returns ``False`` (and records nothing) when the record
         is marked, flagged unreadable or no longer live, in which case the caller removes the copy.
         """
-        if record.payload_never or record.unreadable or self._by_id.get(record.id) is not record:
+        if (
+            record.payload_never
+            or record.unreadable
+            or self._by_id.get(record.id) is not record
+            or record.key in self._never
+        ):
             return False
         self._before_change(record)
         record.saved_path = path
@@ -231,18 +265,21 @@ class ReferenceRegistry:
         record = self._by_uri.get(reference.uri)
         if record is None:
             self._before_change(None, reference.uri)
+            key = canonical_key(reference.uri)
             record = ReferenceRecord(
                 id=self._new_id(),
                 uri=reference.uri,
                 server=server,
+                key=key,
                 name=reference.name,
                 mime_type=reference.mime,
                 size=reference.size,
                 expires=reference.expires,
-                payload_never=reference.uri in self._never,
+                payload_never=key in self._never,
             )
             self._by_uri[reference.uri] = record
             self._by_id[record.id] = record
+            self._by_key.setdefault(key, {})[record.id] = record
             self._evict()
             return record
         self._by_uri.move_to_end(reference.uri)
@@ -265,6 +302,13 @@ class ReferenceRegistry:
             self._before_change(record)
             del self._by_uri[uri]
             del self._by_id[record.id]
+            spellings = self._by_key.get(record.key)
+            if spellings is not None:
+                spellings.pop(record.id, None)
+                if not spellings:
+                    del self._by_key[record.key]
+            if record.saved_path is not None:  # no copy outlives its record in refs/
+                self.discard_copy(record.saved_path)
 
     def _new_id(self) -> str:
         while True:
@@ -273,10 +317,24 @@ class ReferenceRegistry:
                 return ref_id
 
     def _mark(self, uri: str, server: str | None) -> None:
-        self._remember_never(uri)
-        record = self._by_uri.get(uri)
-        if record is None:
-            return
+        key = canonical_key(uri)
+        self._never.add(key)
+        if self._never.overflowed and not self._overflow_told:
+            self._overflow_told = True
+            log.warning(
+                "the never memory is past its capacity (%d keys): every mark is still kept, "
+                "but some unmarked payloads may now be refused as if they were marked",
+                self.never_capacity,
+            )
+        for record in list(self._by_key.get(key, {}).values()):
+            self._mark_record(record, server)
+        for listener in list(self._key_listeners):
+            try:
+                listener(key)
+            except Exception:
+                log.exception("a key listener failed for a never claim")
+
+    def _mark_record(self, record: ReferenceRecord, server: str | None) -> None:
         if record.server is not None and server is not None and record.server != server:
             log.warning(
                 "server %r marked never a reference bound to server %r (%s); marked anyway",
@@ -311,20 +369,3 @@ class ReferenceRegistry:
             log.error("couldn't remove %s (%s); will retry at the next sweep", path, exc)
             return False
         return True
-
-    def _remember_never(self, uri: str) -> None:
-        if uri in self._never:
-            self._never.move_to_end(uri)
-            return
-        self._never[uri] = None
-        if len(self._never) <= self.never_capacity:
-            return
-        for old in self._never:
-            if old != uri and old not in self._by_uri:
-                del self._never[old]
-                log.error(
-                    "the never set is full (%d uris): forgot the oldest unrecorded one",
-                    self.never_capacity,
-                )
-                return
-        log.error("the never set is full and every uri in it has a live record; kept them all")

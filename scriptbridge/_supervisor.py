@@ -189,6 +189,11 @@ class _Run:
     fetches: int = 0
     given_ids: set[str] = field(default_factory=set)
     linked: dict[str, Path] = field(default_factory=dict)
+    """Payload links in this run's ``refs/``, by the canonical key of the record's uri."""
+    fetch_requests: int = 0
+    """Fetches of this run that needed a payload request (bounded by ``max_fetches``)."""
+    failed_fetches: dict[str, str] = field(default_factory=dict)
+    """Reference id -> the reason its fetch failed in this run (answered again, no request)."""
     isolation: list[str] = field(default_factory=list)
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     closing: bool = False
@@ -257,7 +262,7 @@ class Bridge:
         self._trash_added = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._stack: contextlib.AsyncExitStack | None = None
-        self.registry.add_mark_listener(self._unlink_marked)
+        self.registry.add_key_listener(self._unlink_marked)
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -763,21 +768,34 @@ class Bridge:
     async def _call_batch(
         self, run: _Run, calls: Sequence[tuple[str, dict[str, Any]]]
     ) -> list[CallOk | CallFailed]:
-        outcomes: list[CallOk | CallFailed | None] = [None] * len(calls)
+        """Run a batch's calls concurrently; every result is ingested before any view of the
+        batch is rendered, so a never in one call's result reaches every call's view."""
+        invoked: list[tuple[bool, Any] | None] = [None] * len(calls)
         limiter = trio.CapacityLimiter(run.limits.max_parallel_calls)
 
         async def one(index: int, name: str, args: dict[str, Any]) -> None:
             async with limiter:
-                ok, answer = await self._call(run, name, args)
-            outcomes[index] = CallOk(view=answer) if ok else CallFailed(message=answer)
+                invoked[index] = await self._invoke(run, name, args)
 
         async with trio.open_nursery() as nursery:
             for index, (name, args) in enumerate(calls):
                 nursery.start_soon(one, index, name, args)
-        return [outcome for outcome in outcomes if outcome is not None]
+        outcomes: list[CallOk | CallFailed] = []
+        for (name, _args), done in zip(calls, invoked, strict=True):
+            if done is None:  # pragma: no cover - every task of the nursery finished
+                continue
+            ok, answer = self._answer(run, name, *done)
+            outcomes.append(CallOk(view=answer) if ok else CallFailed(message=answer))
+        return outcomes
 
     async def _call(self, run: _Run, name: str, args: dict[str, Any]) -> tuple[bool, Any]:
-        """Call one tool; returns (True, script view) or (False, one-line reason)."""
+        """Call one tool; returns (True, script view) or (False, one-line reason). The view is
+        rendered after the result is ingested, with no await before it is handed back."""
+        return self._answer(run, name, *await self._invoke(run, name, args))
+
+    async def _invoke(self, run: _Run, name: str, args: dict[str, Any]) -> tuple[bool, Any]:
+        """Call one tool and ingest its result; returns (True, the result) or (False, a
+        one-line reason). Its marks have landed when this returns."""
         entry = self._tools.get(name)
         if entry is None:
             return False, f"no tool is named {name!r}"
@@ -795,6 +813,14 @@ class Bridge:
             log.info("run %s: tool %s raised %s", run.id, name, type(exc).__name__)
             return False, _one_line(f"{type(exc).__name__}: {exc}")
         self.ingest(result, server=server_id)  # marks land before anything is awaited
+        return True, result
+
+    def _answer(self, run: _Run, name: str, ok: bool, result: Any) -> tuple[bool, Any]:
+        """What the script gets for an invoked call: its view, rendered now against every mark
+        ingested so far (synchronous: the caller sends it without awaiting in between), or
+        the failure's reason."""
+        if not ok:
+            return False, result
         if isinstance(result, dict) and result.get("isError") is True:
             text = lanes.stored_copy(result, self.registry).strip()
             return False, (text or f"the tool {name} failed")[:TOOL_ERROR_MAX_CHARS]
@@ -809,18 +835,30 @@ class Bridge:
     async def _fetch(self, run: _Run, call_id: int, ref_id: str) -> FetchResult:
         if ref_id not in run.given_ids:
             raise ProtocolViolation("the child fetched a reference id this run was never given")
-        run.fetches += 1
         record = self.registry.get(ref_id)
         if record is None:
             return FetchResult(call_id=call_id, unfetchable=markers.NO_LONGER_HELD)
+        if record.payload_never or self.registry.is_marked(record.uri):
+            return FetchResult(call_id=call_id, unfetchable=markers.PAYLOAD_NEVER)
+        failed = run.failed_fetches.get(ref_id)
+        if failed is not None:  # answered again without a new request
+            return FetchResult(call_id=call_id, unfetchable=failed)
+        run.fetches += 1
+        if record.saved_path is None:  # this one may cost a request
+            if run.fetch_requests >= run.limits.max_fetches:
+                reason = markers.fetch_limit(run.limits.max_fetches)
+                return FetchResult(call_id=call_id, unfetchable=reason)
+            run.fetch_requests += 1
         run.fetching = True
         try:
             outcome = await self.fetcher.fetch(record)
         finally:
             run.fetching = False
         if not isinstance(outcome, Saved):
+            if outcome.reason != markers.PAYLOAD_NEVER:
+                run.failed_fetches[ref_id] = outcome.reason
             return FetchResult(call_id=call_id, unfetchable=outcome.reason)
-        if record.payload_never:  # marked while the answer came back: not linked, not named
+        if self.registry.is_marked(record.uri):  # marked meanwhile: not linked, not named
             return FetchResult(call_id=call_id, unfetchable=markers.PAYLOAD_NEVER)
         name = Path(outcome.path).name
         link = run.dir / "refs" / name
@@ -830,13 +868,14 @@ class Bridge:
         except OSError as exc:
             log.error("run %s: couldn't link %s: %s", run.id, outcome.path, exc)
             return FetchResult(call_id=call_id, unfetchable=markers.WORKSPACE_FAILED)
-        run.linked[record.id] = link
+        run.linked[record.key] = link
         return FetchResult(call_id=call_id, saved_to=f"refs/{name}")
 
-    def _unlink_marked(self, record: ReferenceRecord) -> None:
-        """The registry's mark listener: unlink the record's payload from every running script."""
+    def _unlink_marked(self, key: str) -> None:
+        """The registry's key listener: unlink every payload under ``key`` from every running
+        script, whether or not its record still lives."""
         for run in self._runs_by_id.values():
-            link = run.linked.pop(record.id, None)
+            link = run.linked.pop(key, None)
             if link is not None:
                 with contextlib.suppress(FileNotFoundError):
                     link.unlink()

@@ -64,6 +64,7 @@ __all__ = [
     "decoded_size",
     "embedded_unshowable",
     "fetch_failed",
+    "fetch_limit",
     "fetch_refused",
     "http_status",
     "image_placeholder",
@@ -323,6 +324,11 @@ def http_status(status: int) -> str:
 def refused_address(label: str, *, redirected: bool) -> str:
     verb = "it redirected to" if redirected else "it points to"
     return f"{verb} {label}, which this host doesn't fetch from"
+
+
+def fetch_limit(limit: int) -> str:
+    """This run already caused ``limit`` payload requests (``Limits.max_fetches``)."""
+    return f"this run already fetched {limit} payloads, its limit"
 
 
 def too_many_redirects(limit: int) -> str:

@@ -211,20 +211,25 @@ def test_eviction_doesnt_lift_a_mark() -> None:
     assert again.payload_never
 
 
-def test_never_set_forgets_oldest_unrecorded_uri_with_error_log(
+def test_never_memory_forgets_no_mark_past_its_capacity(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """When the never set is full its oldest uri with no live record is forgotten, at error."""
+    """Past its capacity the never memory still remembers every mark (a flood of inline never
+    claims brings no payload back), and says once that it overflowed."""
     reg = ReferenceRegistry(capacity=10, never_capacity=3)
     never_image = {"type": "image", "data": "", "mimeType": "image/png", "disposition": "never"}
-    reg.ingest(result(link("live:1", disposition="never")), server=None)
-    with caplog.at_level(logging.ERROR, logger="scriptbridge.registry"):
-        for n in range(4):
+    reg.ingest(result(link("http://h.example/payload", disposition="never")), server=None)
+    with caplog.at_level(logging.WARNING, logger="scriptbridge.registry"):
+        for n in range(200):
             reg.ingest(result({**never_image, "uri": f"gone:{n}"}), server=None)
-    assert "never set is full" in caplog.text
-    assert reg.is_marked("live:1")  # has a live record: kept
-    assert not reg.is_marked("gone:0")  # oldest without a record: forgotten
-    assert reg.is_marked("gone:3")
+    assert caplog.text.count("never memory is past its capacity") == 1
+    assert reg.is_marked("http://h.example/payload")
+    assert all(reg.is_marked(f"gone:{n}") for n in range(200))
+    for _ in range(20):  # evict every record: marks live on without them
+        reg.ingest(result(*(link(f"http://other.example/{n}") for n in range(10))), server=None)
+    assert reg.record_for("http://h.example/payload") is None
+    (again,) = reg.ingest(result(link("http://h.example/payload")), server=None)
+    assert again.payload_never
 
 
 def test_unreadable_result_flags_its_records_stickily(caplog: pytest.LogCaptureFixture) -> None:
