@@ -88,8 +88,12 @@ async def test_a_mark_after_eviction_unlinks_the_runs_copy(
     uri = payloads.url("/p1.txt")
     async with Bridge(tmp_path / "ws", fetch_allow=["127.0.0.1"]) as bridge:
         bridge.add_tool(python_tool(lambda: reference(uri), name="attach"))
-        flood = {"content": [{"type": "resource_link", "uri": f"http://x.example/{n}",
-                              "name": "x"} for n in range(bridge.registry.capacity + 1)]}  # fmt: skip
+        flood = {
+            "content": [
+                {"type": "resource_link", "uri": f"http://x.example/{n}", "name": "x"}
+                for n in range(bridge.registry.capacity + 1)
+            ]
+        }
         bridge.add_tool(python_tool(lambda: flood, name="flood"))
         spelled = f"http://0x7f.0.0.1:{payloads.port}/p1.txt#again"
         bridge.add_tool(python_tool(lambda: never(spelled), name="mark"))
