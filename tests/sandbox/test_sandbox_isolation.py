@@ -8,11 +8,13 @@ the other layers are disabled so that the one under test is the only one left.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import shutil
 import signal
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
 import pytest
@@ -24,7 +26,8 @@ from sandbox._isolation import (
     build_seccomp_filter,
     probe_layers,
 )
-from sandbox.protocol import LAYER_NAMES
+from sandbox._zygote import SpawnedChild, ZygoteProcess
+from sandbox.protocol import LAYER_NAMES, BlockingChannel, Ready
 from sandbox.testing import RunRecord
 
 Run = Callable[..., RunRecord]
@@ -46,7 +49,8 @@ def attempt(action):
 
 ALL_OS = set(OS_LAYERS)
 ROOT = os.geteuid() == 0
-needs_root = pytest.mark.skipif(not ROOT, reason="the netns and uid layers need root")
+ROOT_ONLY = ("netns", "pidns", "uid")
+needs_root = pytest.mark.skipif(not ROOT, reason="the netns, pidns and uid layers need root")
 
 
 def only(*layers: str) -> set[str]:
@@ -66,6 +70,42 @@ def escape(run: Run) -> Callable[..., RunRecord]:
     return runner
 
 
+@contextlib.contextmanager
+def idle_child(
+    zygote: ZygoteProcess, directory: Path, disable: Collection[str] = ()
+) -> Iterator[SpawnedChild]:
+    """A child of another run (every layer on but those in ``disable``), ready and waiting for
+    its script; let go and reaped at the end."""
+    (directory / "refs").mkdir(parents=True)
+    (directory / "out").mkdir()
+    os.chmod(directory, 0o755)
+    child = zygote.client.spawn(directory, ChildLimits(), disable=disable)
+    try:
+        assert isinstance(BlockingChannel(child.from_child, child.to_child).receive_child(), Ready)
+        yield child
+    finally:
+        os.close(child.to_child)
+        os.close(child.from_child)
+        zygote.client.wait(child.pid, timeout=10)
+
+
+@pytest.fixture
+def other_run(zygote: ZygoteProcess, tmp_path: Path) -> Iterator[int]:
+    """The pid of a concurrent, unrelated run's child (see :func:`idle_child`)."""
+    with idle_child(zygote, tmp_path / "other") as child:
+        yield child.pid
+
+
+def ids_of(pid: int) -> list[list[int]]:
+    """The real, effective, saved and file-system uids and gids of ``pid``, from /proc."""
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return [
+        [int(field) for field in line.split()[1:]]
+        for line in lines
+        if line.startswith(("Uid:", "Gid:"))
+    ]
+
+
 @pytest.fixture
 def listener() -> Iterator[socket.socket]:
     """A TCP socket listening on the host's loopback."""
@@ -77,7 +117,7 @@ def test_all_layers_reported(run: Run) -> None:
     """A default child reports every layer this machine can apply, and skips none."""
     record = run("1")
     assert record.ready is not None
-    expected = [layer for layer in LAYER_NAMES if ROOT or layer not in ("netns", "uid")]
+    expected = [layer for layer in LAYER_NAMES if ROOT or layer not in ROOT_ONLY]
     assert record.isolation == expected
     assert all(skipped.layer not in expected for skipped in record.ready.skipped)
 
@@ -90,6 +130,13 @@ def test_disabled_layers_are_reported_with_reason(run: Run) -> None:
     assert {(s.layer, s.reason) for s in record.ready.skipped} == {
         (layer, "disabled") for layer in OS_LAYERS
     }
+
+
+def test_probe_layers_reports_the_pid_namespace() -> None:
+    """doctor's probe says whether a child can get a PID namespace of its own: yes as root."""
+    (probe,) = [probe for probe in probe_layers() if probe.layer == "pidns"]
+    expected = (True, None) if ROOT else (False, "not started as root")
+    assert (probe.available, probe.reason) == expected
 
 
 def test_probe_layers_is_consistent() -> None:
@@ -399,3 +446,170 @@ def test_seccomp_filter_builds_for_both_arches() -> None:
             if code in (0x15, 0x35, 0x45):  # conditional jumps land inside the program
                 assert index + 1 + max(jt, jf) < len(program)
     assert "execve" in DENIED_SYSCALLS and "clone3" in DENIED_SYSCALLS
+
+
+CROSS_PROCESS = """
+resource = sysmod.modules["resource"]
+other = inputs["other"]
+[attempt(lambda: resource.prlimit(other, resource.RLIMIT_NOFILE, (16, 16))),
+ attempt(lambda: resource.prlimit(other, resource.RLIMIT_NOFILE)),
+ attempt(lambda: os.setpriority(os.PRIO_PROCESS, other, 19)),
+ attempt(lambda: os.sched_setaffinity(other, os.sched_getaffinity(0))),
+ attempt(lambda: os.sched_setscheduler(other, os.SCHED_IDLE, os.sched_param(0))),
+ attempt(lambda: os.kill(other, 0))]
+"""
+
+
+@needs_root
+@pytest.mark.parametrize(
+    ("layer", "error"),
+    [("pidns", errno.ESRCH), ("uid", errno.EPERM), ("seccomp", errno.EPERM)],
+)
+def test_each_of_three_layers_alone_keeps_a_run_off_another(
+    escape: Callable[..., RunRecord], other_run: int, layer: str, error: int
+) -> None:
+    """pidns, uid or seccomp alone: the child can't lower another run's open-file limit (nor
+    read it), renice it, move it to other CPUs, change its scheduling or signal it."""
+    record = escape(CROSS_PROCESS, keep=(layer,), inputs={"other": other_run})
+    assert record.value == [["denied", error]] * 6
+
+
+def test_without_os_layers_a_run_reaches_another(
+    escape: Callable[..., RunRecord], zygote: ZygoteProcess, tmp_path: Path
+) -> None:
+    """Control: with every OS layer off for both runs (one uid, one PID namespace), the same
+    calls on the other run's child succeed."""
+    with idle_child(zygote, tmp_path / "other", disable=ALL_OS) as other:
+        record = escape(CROSS_PROCESS, keep=(), inputs={"other": other.pid})
+    assert [outcome[0] for outcome in record.value] == ["ok"] * 6
+
+
+@needs_root
+def test_pidns_child_is_alone_in_its_namespace(
+    escape: Callable[..., RunRecord], other_run: int, zygote: ZygoteProcess
+) -> None:
+    """pidns alone: the child is pid 1 of a namespace of its own, its parent is outside it, and
+    another run's child, the zygote and the host don't exist for it; the host still knows it
+    by its own pid."""
+    code = """
+[os.getpid(), os.getppid(), attempt(lambda: os.kill(inputs["other"], 0)),
+ attempt(lambda: os.kill(inputs["zygote"], 0)), attempt(lambda: os.kill(inputs["host"], 0)),
+ attempt(lambda: os.kill(-1, 0)), attempt(lambda: os.kill(1, 0))]
+"""
+    inputs = {"other": other_run, "zygote": zygote.pid, "host": os.getpid()}
+    record = escape(code, keep=("pidns",), inputs=inputs)
+    assert record.value == [1, 0, *[["denied", errno.ESRCH]] * 4, ["ok", None]]
+    assert record.ready is not None and record.exit is not None
+    assert record.ready.pid == record.exit.pid != 1
+    assert "pidns" in record.isolation
+
+
+@needs_root
+def test_pidns_can_be_disabled(escape: Callable[..., RunRecord]) -> None:
+    """``disable={"pidns"}`` forks the child into the zygote's PID namespace, and says so."""
+    record = escape("[os.getpid(), os.getppid()]", keep=tuple(ALL_OS - {"pidns"}))
+    assert record.ready is not None and record.exit is not None
+    assert record.value[0] == record.exit.pid != 1 and record.value[1] != 0
+    assert "pidns" not in record.isolation
+    assert ("pidns", "disabled") in {(s.layer, s.reason) for s in record.ready.skipped}
+
+
+@needs_root
+def test_signals_to_itself_still_work_as_pid_1(escape: Callable[..., RunRecord]) -> None:
+    """pidns and seccomp: the filter's own-pid rule still means the child itself when it is
+    pid 1 of its namespace (kill and a thread's tgkill), and nothing else (pid 0, -1)."""
+    code = """
+signalmod = sysmod.modules["signal"]
+threading = sysmod.modules["threading"]
+[attempt(lambda: os.kill(os.getpid(), 0)),
+ attempt(lambda: signalmod.pthread_kill(threading.get_ident(), 0)),
+ attempt(lambda: os.kill(0, 0)), attempt(lambda: os.kill(-1, 0))]
+"""
+    assert escape(code, keep=("pidns", "seccomp")).value == [
+        ["ok", None],
+        ["ok", None],
+        ["denied", errno.EPERM],
+        ["denied", errno.EPERM],
+    ]
+
+
+SELF_CALLS = """
+resource = sysmod.modules["resource"]
+time = sysmod.modules["time"]
+nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
+[attempt(lambda: resource.prlimit(0, resource.RLIMIT_NOFILE) == nofile),
+ attempt(lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (nofile[0] - 1, nofile[1]))),
+ attempt(lambda: os.getpriority(os.PRIO_PROCESS, 0)),
+ attempt(lambda: len(os.sched_getaffinity(0)) > 0),
+ attempt(lambda: os.sched_getscheduler(0)),
+ attempt(lambda: os.getsid(0) == os.getpgid(0)),
+ attempt(lambda: time.clock_gettime(time.CLOCK_PROCESS_CPUTIME_ID) > 0),
+ attempt(lambda: os.setpriority(os.PRIO_PROCESS, 0, 1)),
+ attempt(lambda: os.sched_setaffinity(0, os.sched_getaffinity(0))),
+ attempt(lambda: os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0)))]
+"""
+
+
+@needs_root
+def test_seccomp_lets_a_child_read_and_lower_its_own_limits(
+    escape: Callable[..., RunRecord],
+) -> None:
+    """pidns and seccomp: a child may still read its own limits, nice value, CPUs, scheduling,
+    session and CPU clock, and lower its own limits; setting its priority, CPUs or scheduling
+    is denied, as it is for any process."""
+    assert escape(SELF_CALLS, keep=("pidns", "seccomp")).value == [
+        ["ok", True],
+        ["ok", None],
+        ["ok", 0],
+        ["ok", True],
+        ["ok", 0],
+        ["ok", True],
+        ["ok", True],
+        *[["denied", errno.EPERM]] * 3,
+    ]
+
+
+@needs_root
+def test_cpu_limit_in_a_pid_namespace_ends_with_sigkill(run: Run) -> None:
+    """As pid 1 of its namespace a child ignores SIGXCPU, so the hard limit's SIGKILL ends a CPU
+    loop, past the limit (which the host reports as CpuTimeExceeded)."""
+    record = run("while True:\n    pass", limits=ChildLimits(cpu_s=1))
+    assert "pidns" in record.isolation
+    assert record.final is None and record.exit is not None
+    assert record.exit.returncode == -signal.SIGKILL and record.exit.cpu_s >= 1
+
+
+@needs_root
+def test_concurrent_children_have_different_ids(zygote: ZygoteProcess, tmp_path: Path) -> None:
+    """Two live children of one zygote never share a uid or gid, and neither is nobody's."""
+    with (
+        idle_child(zygote, tmp_path / "a") as first,
+        idle_child(zygote, tmp_path / "b") as second,
+    ):
+        first_ids, second_ids = ids_of(first.pid), ids_of(second.pid)
+    for uids, gids in (first_ids, second_ids):
+        assert len(set(uids)) == 1 and uids == gids and uids[0] not in (0, 65534)
+    assert first_ids[0][0] != second_ids[0][0]
+
+
+@needs_root
+def test_the_host_can_read_list_and_remove_what_a_child_left_in_out(
+    escape: Callable[..., RunRecord], workspace: Path
+) -> None:
+    """uid alone: the child writes in out/ as its own id (a directory and a file it made
+    unreadable included), and the host, as root, can still read, list and remove all of it."""
+    code = """
+os.mkdir("out/kept")
+with realopen("out/kept/note.txt", "w") as handle:
+    handle.write("left behind")
+os.chmod("out/kept/note.txt", 0)
+os.chmod("out/kept", 0)
+[os.getuid(), os.stat("out").st_uid]
+"""
+    uid, owner = escape(code, keep=("uid",)).value
+    assert owner == uid not in (0, 65534)
+    kept = workspace / "out" / "kept"
+    assert kept.stat().st_uid == uid and os.listdir(kept) == ["note.txt"]
+    assert (kept / "note.txt").read_text() == "left behind"
+    shutil.rmtree(workspace / "out")
+    assert not (workspace / "out").exists()
