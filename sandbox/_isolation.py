@@ -5,6 +5,14 @@
 on fds 0-2, an empty environment, the run's workspace as working directory) and then the named
 layers, each reported in :class:`IsolationReport` as applied or skipped with its reason:
 
+``pidns``
+    Root only: the child is pid 1 of a PID namespace of its own, so no other process exists for
+    it: not another run's child, not the zygote, not the host. This one is applied by the zygote
+    before it forks (:class:`PidNamespaces`) and only reported here. As a namespace's init the
+    child ignores every signal it has no handler for, from inside its namespace, and every
+    such signal but ``SIGKILL`` and ``SIGSTOP`` from outside; the soft CPU limit's ``SIGXCPU``
+    included, so the hard limit's ``SIGKILL`` ends it. ``/proc`` is still the host's (it lists
+    the host's pids; landlock keeps the child out of it).
 ``rlimits``
     CPU seconds (``SIGXCPU`` at the soft limit kills the child, ``SIGKILL`` a second later),
     address space (the inherited baseline plus ``memory_mb``), file size (a write past it fails
@@ -65,12 +73,13 @@ __all__ = [
     "IsolationError",
     "IsolationReport",
     "LayerProbe",
+    "PidNamespaces",
     "apply_isolation",
     "probe_layers",
 ]
 
-OS_LAYERS: Final[tuple[Layer, ...]] = ("rlimits", "netns", "uid", "landlock", "seccomp")
-"""The layers this module applies, in the order it applies them."""
+OS_LAYERS: Final[tuple[Layer, ...]] = ("pidns", "rlimits", "netns", "uid", "landlock", "seccomp")
+"""The layers this module applies (``pidns`` through the zygote), in the order applied."""
 
 UNPRIVILEGED_ID: Final = 65534
 """The uid and gid a child runs as when it was started as root (``nobody``/``nogroup``)."""
@@ -81,7 +90,8 @@ class ChildLimits(BaseModel):
 
     Attributes:
         cpu_s: CPU seconds (rounded up); ``SIGXCPU`` kills the child there, ``SIGKILL`` one
-            second later.
+            second later (only the ``SIGKILL`` in a PID namespace of its own, where the child
+            ignores ``SIGXCPU``).
         memory_mb: address space the script may add to what the forked child already maps
             (about 40 MiB of the zygote's imports, shared copy-on-write); an allocation past
             it raises ``MemoryError`` (reported as ``MemoryExceeded``).
@@ -107,10 +117,13 @@ class IsolationError(OSError):
 
 @dataclass
 class IsolationReport:
-    """The named layers in force, in the order applied, and those skipped, with reasons."""
+    """The named layers in force, in the order applied, and those skipped, with reasons; and
+    the child's pid as the zygote (and the host) number it, which is not ``os.getpid()`` in a
+    PID namespace of its own."""
 
     applied: list[Layer] = field(default_factory=list)
     skipped: list[SkippedLayer] = field(default_factory=list)
+    pid: int = 0
 
     def skip(self, layer: Layer, reason: str) -> None:
         """Record ``layer`` as skipped because of ``reason``."""
@@ -139,12 +152,16 @@ _prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
 _unshare = _LIBC.unshare
 _unshare.restype = ctypes.c_int
 _unshare.argtypes = [ctypes.c_int]
+_setns = _LIBC.setns
+_setns.restype = ctypes.c_int
+_setns.argtypes = [ctypes.c_int, ctypes.c_int]
 
 _PR_SET_PDEATHSIG: Final = 1
 _PR_SET_SECCOMP: Final = 22
 _PR_SET_NO_NEW_PRIVS: Final = 38
 _SECCOMP_MODE_FILTER: Final = 2
 _CLONE_NEWNET: Final = 0x40000000
+_CLONE_NEWPID: Final = 0x20000000
 _CLONE_THREAD: Final = 0x00010000
 
 
@@ -161,6 +178,75 @@ def _check(result: int, what: str) -> int:
 
 def _set_no_new_privs() -> None:
     _check(_prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+
+
+# --------------------------------------------------------------------------------------------
+# PID namespaces (the zygote's side)
+
+
+class PidNamespaces:
+    """The zygote's half of the ``pidns`` layer: each child it forks is pid 1 of a PID
+    namespace of its own.
+
+    :meth:`enter`, just before ``fork``, makes the next child the first process of a new
+    namespace (``unshare(CLONE_NEWPID)`` changes the namespace of the zygote's children only,
+    never its own); :meth:`leave`, just after it in the zygote, points later children back at
+    the zygote's own namespace (``setns`` on ``/proc/self/ns/pid``, opened once here), which
+    the next :meth:`enter` needs: a second ``unshare`` would fail with ``EINVAL``.
+
+    The child learns its own and its parent's pid as the zygote numbers them from
+    ``/proc/self/stat`` (``getpid()`` and ``getppid()`` say 1 and 0 there), so the layer is
+    unavailable where ``/proc`` is not the zygote's PID namespace's.
+    """
+
+    def __init__(self) -> None:
+        self._own: int | None = None
+        self._entered = False
+        self.unavailable: str | None = None
+        """Why no child can get a namespace here, or ``None``."""
+        if os.geteuid() != 0:
+            self.unavailable = "not started as root"
+            return
+        try:
+            if os.readlink("/proc/self") != str(os.getpid()):
+                self.unavailable = "/proc is not this process's PID namespace's"
+                return
+            self._own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            self.unavailable = f"can't open /proc/self/ns/pid: {exc}"
+
+    def enter(self, disable: Collection[str]) -> str | None:
+        """Make the next child forked pid 1 of a new PID namespace; return ``None``, or why
+        not (then it is forked into the zygote's own). Call :meth:`leave` after the fork."""
+        if "pidns" in disable:
+            return "disabled"
+        if self.unavailable is not None:
+            return self.unavailable
+        if _unshare(_CLONE_NEWPID) != 0:
+            return str(_os_error("unshare(CLONE_NEWPID)"))
+        self._entered = True
+        return None
+
+    def leave(self) -> None:
+        """Fork later children into the zygote's own namespace again (after :meth:`enter`,
+        whether the fork worked or not; a no-op otherwise).
+
+        Raises:
+            OSError: ``setns`` failed. The zygote must then fork nothing more: a child would
+                land in the previous child's namespace.
+        """
+        if self._entered:
+            assert self._own is not None
+            self._entered = False
+            _check(_setns(self._own, _CLONE_NEWPID), "setns(CLONE_NEWPID)")
+
+
+def _ids_from_proc() -> tuple[int, int]:
+    """This process's pid and its parent's as ``/proc`` numbers them (the zygote's namespace:
+    :class:`PidNamespaces` checks it), where ``getpid()`` and ``getppid()`` say 1 and 0."""
+    with open("/proc/self/stat", "rb") as stat:
+        line = stat.read()
+    return int(line.split(b" ", 1)[0]), int(line.rsplit(b")", 1)[1].split()[1])
 
 
 # --------------------------------------------------------------------------------------------
@@ -564,11 +650,15 @@ def _drop_uid(*, hand_over_out: bool) -> None:
     resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
 
 
-def _watch_parent(parent: int) -> None:
+def _watch_parent(parent: int, *, own_namespace: bool) -> int:
+    """Arm the parent-death signal and return this process's pid as the zygote numbers it;
+    exit at once if the zygote is already gone."""
     # Set after the uid drop: a credential change clears the parent-death signal.
     _check(_prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
-    if os.getppid() != parent:
+    pid, ppid = _ids_from_proc() if own_namespace else (os.getpid(), os.getppid())
+    if ppid != parent:
         os._exit(70)  # the zygote died before the signal was armed
+    return pid
 
 
 def apply_isolation(
@@ -577,6 +667,7 @@ def apply_isolation(
     limits: ChildLimits,
     keep_fds: Sequence[int],
     parent_pid: int,
+    pid_namespace: str | None,
     disable: Collection[str] = frozenset(),
 ) -> tuple[list[int], IsolationReport]:
     """Isolate the calling process (a fresh child) and report what is in force.
@@ -586,6 +677,8 @@ def apply_isolation(
         limits: the OS limits to apply.
         keep_fds: the channel's fds; everything else is closed.
         parent_pid: the zygote's pid; the child is killed if it dies.
+        pid_namespace: ``None`` when the zygote forked this child as pid 1 of a PID namespace
+            of its own (:meth:`PidNamespaces.enter`), else the reason it did not.
         disable: OS layers to skip (reason ``disabled``); for tests of single layers and the
             security suite's "OS layers off" mode only.
 
@@ -600,6 +693,10 @@ def apply_isolation(
     kept = _hygiene(workspace, keep_fds)
     report = IsolationReport()
     root = os.geteuid() == 0
+    if pid_namespace is None:
+        report.applied.append("pidns")
+    else:
+        report.skip("pidns", pid_namespace)
 
     def wanted(layer: Layer, *, needs_root: bool = False) -> bool:
         if layer in disable:
@@ -639,7 +736,7 @@ def apply_isolation(
             report.skip("uid", f"could not drop to uid {UNPRIVILEGED_ID}: {exc}")
         else:
             report.applied.append("uid")
-    _watch_parent(parent_pid)
+    report.pid = _watch_parent(parent_pid, own_namespace=pid_namespace is None)
 
     seccomp = wanted("seccomp")
     if landlock is None and not seccomp:
@@ -680,6 +777,26 @@ def apply_isolation(
 # Probing (for `scriptbridge doctor`)
 
 
+def _probe_pid_namespace() -> str | None:
+    """Fork a child as the zygote would, as pid 1 of a namespace of its own; ``None`` if it
+    was, else why not."""
+    namespaces = PidNamespaces()
+    reason = namespaces.enter(())
+    if reason is not None:
+        return reason
+    parent = os.getpid()
+    try:
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the probe's child
+            os._exit(0 if os.getpid() == 1 and _ids_from_proc()[1] == parent else 1)
+    except OSError as exc:
+        return f"could not fork into a PID namespace: {exc}"
+    finally:
+        namespaces.leave()
+    _, status = os.waitpid(pid, 0)
+    return None if status == 0 else "a child forked into a PID namespace was not pid 1 of it"
+
+
 def _probe_in_child() -> dict[str, str | None]:
     results: dict[str, str | None] = {}
     try:
@@ -696,6 +813,7 @@ def _probe_in_child() -> dict[str, str | None]:
     except (OSError, ValueError) as exc:
         results["rlimits"] = f"setrlimit failed: {exc}"
     root = os.geteuid() == 0
+    results["pidns"] = _probe_pid_namespace()
     if not root:
         results["netns"] = results["uid"] = "not started as root"
     else:

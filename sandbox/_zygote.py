@@ -4,13 +4,14 @@ One long-lived process (started by :meth:`ZygoteProcess.start` with an empty env
 session of its own, holding only its end of a Unix ``SOCK_SEQPACKET`` socket) has already
 imported and exercised RestrictedPython, msgpack, pydantic, the protocol, the runtime and the
 allowlisted modules. For each ``spawn`` request it receives the child's ends of its channel
-(:func:`open_channel`) over the socket (``SCM_RIGHTS``), forks, and the child isolates itself
-(:mod:`sandbox._isolation`), primes itself (:func:`sandbox._runtime.prime`: the pages a run
-touches are copied before it says ``ready``, not between ``start`` and ``done``) and serves
-exactly one script (:func:`sandbox._runtime.serve`); it exits right after its last message,
-before anything of the script's is released, so no script code runs after ``done``. The zygote
-sets malloc to keep and reuse freed memory (:func:`_keep_freed_memory`), for itself and every
-child. The zygote reaps every child (through a pidfd each) and reports its exit status and
+(:func:`open_channel`) over the socket (``SCM_RIGHTS``), forks (as root, the child is pid 1 of
+a PID namespace of its own: :class:`~sandbox._isolation.PidNamespaces`), and the child
+isolates itself (:mod:`sandbox._isolation`), primes itself (:func:`sandbox._runtime.prime`: the
+pages a run touches are copied before it says ``ready``, not between ``start`` and ``done``) and
+serves exactly one script (:func:`sandbox._runtime.serve`); it exits right after its last
+message, before anything of the script's is released, so no script code runs after ``done``.
+The zygote sets malloc to keep and reuse freed memory (:func:`_keep_freed_memory`), for itself
+and every child. The zygote reaps every child (through a pidfd each) and reports its exit status and
 resource use on ``wait``. No child ever runs a second script, and a child never returns into
 the zygote's loop.
 
@@ -45,7 +46,13 @@ import msgpack
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from . import _runtime
-from ._isolation import ChildLimits, IsolationError, apply_isolation, python_paths
+from ._isolation import (
+    ChildLimits,
+    IsolationError,
+    PidNamespaces,
+    apply_isolation,
+    python_paths,
+)
 from .protocol import BlockingChannel, Layer, ProtocolError, RunError
 
 __all__ = [
@@ -466,7 +473,10 @@ class ZygoteClient:
 
     def kill(self, pid: int, sig: int = signal.SIGKILL, timeout: float | None = 10.0) -> bool:
         """Send ``sig`` to child ``pid`` through the zygote (race-free: by pidfd, before
-        reaping). Returns whether it was delivered (false once the child has exited)."""
+        reaping). Returns whether it was delivered (false once the child has exited).
+
+        A child in a PID namespace of its own (the ``pidns`` layer) is that namespace's init:
+        of the signals it has no handler for, it takes only ``SIGKILL`` and ``SIGSTOP``."""
         request = _Kill(req_id=self._new_id(), pid=pid, signal=int(sig))
         self._send(request)
         reply = self._await(request.req_id, timeout)
@@ -579,6 +589,7 @@ class _Server:
         self.pid = os.getpid()
         self.selector = selectors.DefaultSelector()
         self.selector.register(sock, selectors.EVENT_READ, None)
+        self.pid_namespaces = PidNamespaces()
         self.pidfds: dict[int, int] = {}  # live child pid -> pidfd
         self.exits: dict[int, _Exited] = {}  # reaped, not yet waited for (req_id 1 dummy)
         self.waiters: dict[int, list[int]] = {}  # pid -> req_ids waiting
@@ -630,9 +641,11 @@ class _Server:
                 os.close(fd)
             self.reply(_Failed(req_id=request.req_id, message="a spawn needs exactly two fds"))
             return
+        pid_namespace = self.pid_namespaces.enter(request.disable)
         try:
             pid = os.fork()
         except OSError as exc:
+            self.pid_namespaces.leave()
             for fd in fds:
                 os.close(fd)
             self.reply(_Failed(req_id=request.req_id, message=f"fork failed: {exc}"))
@@ -640,9 +653,10 @@ class _Server:
         if pid == 0:  # pragma: no cover - the child; coverage can't follow it
             status = 70
             try:
-                status = self.child(request, fds)
+                status = self.child(request, fds, pid_namespace)
             finally:
                 os._exit(status)
+        self.pid_namespaces.leave()  # if this raises, the zygote exits: its children die too
         for fd in fds:
             os.close(fd)
         pidfd = os.pidfd_open(pid)
@@ -650,7 +664,9 @@ class _Server:
         self.selector.register(pidfd, selectors.EVENT_READ, pid)
         self.reply(_Spawned(req_id=request.req_id, pid=pid))
 
-    def child(self, request: _Spawn, fds: list[int]) -> int:  # pragma: no cover - in the child
+    def child(  # pragma: no cover - in the child
+        self, request: _Spawn, fds: list[int], pid_namespace: str | None
+    ) -> int:
         self.selector.close()
         self.sock.close()
         for pidfd in self.pidfds.values():
@@ -662,6 +678,7 @@ class _Server:
                 limits=request.limits,
                 keep_fds=fds,
                 parent_pid=self.pid,
+                pid_namespace=pid_namespace,
                 disable=frozenset(request.disable),
             )
         except IsolationError as exc:
@@ -674,6 +691,7 @@ class _Server:
         _runtime.prime()
         return _runtime.serve(
             channel,
+            pid=report.pid,
             applied=report.applied,
             skipped=report.skipped,
             restricted="restricted-python" not in request.disable,
