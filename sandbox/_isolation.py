@@ -20,8 +20,12 @@ layers, each reported in :class:`IsolationReport` as applied or skipped with its
 ``netns``
     Root only: a private network namespace, whose only interface is a loopback that is down.
 ``uid``
-    Root only: ``out/`` is handed to uid/gid 65534, supplementary groups are dropped, real,
-    effective and saved ids become 65534, and ``RLIMIT_NPROC`` is set to 0.
+    Root only: the child gets an id of its own from a private range (:class:`ChildIds`: no two
+    live children of a zygote share one), ``out/`` is handed to it as uid and gid,
+    supplementary groups are dropped, real, effective and saved uid and gid become it, and
+    ``RLIMIT_NPROC`` is set to 0. What the kernel allows a process on another of its own uid
+    (``prlimit64``, ``setpriority``, ``sched_setaffinity``, ``ioprio_set``, signals) and what it
+    counts per uid (processes, pending signals, pipe buffers) are then the child's alone.
 ``landlock``
     Read-only access to the Python installation (``sys.prefix``, ``sys.base_prefix``, the
     stdlib and site-packages, this package's directory) and to the workspace's ``refs/``;
@@ -66,9 +70,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from .protocol import Layer, SkippedLayer
 
 __all__ = [
+    "CHILD_ID_BASE",
+    "CHILD_ID_SLOTS",
     "DENIED_SYSCALLS",
     "OS_LAYERS",
-    "UNPRIVILEGED_ID",
+    "ChildIds",
     "ChildLimits",
     "IsolationError",
     "IsolationReport",
@@ -81,8 +87,25 @@ __all__ = [
 OS_LAYERS: Final[tuple[Layer, ...]] = ("pidns", "rlimits", "netns", "uid", "landlock", "seccomp")
 """The layers this module applies (``pidns`` through the zygote), in the order applied."""
 
-UNPRIVILEGED_ID: Final = 65534
-"""The uid and gid a child runs as when it was started as root (``nobody``/``nogroup``)."""
+CHILD_ID_BASE: Final = 0x7000_0000
+"""The first uid (and gid) of the private range children run as under the ``uid`` layer.
+
+0x70000000 (1,879,048,192) is the first id past every range something hands out on a Linux
+system: system users (below 1000), regular users (1000-60000), systemd-homed (60001-60513) and
+dynamic service users (61184-65519), ``nobody`` (65534), and the 64K blocks systemd and most
+container managers give containers' user namespaces (524288-0x6FFFFFFF). systemd's
+``docs/UIDS-GIDS.md`` lists what follows as unused up to its foreign-id range (0x7FFE0000),
+and the range stays below 2**31, so nothing that reads an id as a signed 32-bit number sees
+one as negative. No user database names these ids: no file outside a workspace is theirs, and
+no process but a sandbox child runs as one.
+"""
+
+CHILD_ID_SLOTS: Final = 65536
+"""How many ids the range holds (``CHILD_ID_BASE`` to ``CHILD_ID_BASE + 65535``): far more
+than a zygote has live children, so an id comes back into use only long after it was freed."""
+
+_PROBE_ID: Final = CHILD_ID_BASE + CHILD_ID_SLOTS
+"""The id ``probe_layers`` drops to: just past the children's range, never one of theirs."""
 
 
 class ChildLimits(BaseModel):
@@ -181,7 +204,42 @@ def _set_no_new_privs() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# PID namespaces (the zygote's side)
+# Child ids and PID namespaces (the zygote's side)
+
+
+class ChildIds:
+    """The ids the zygote hands its children for the ``uid`` layer (the same number as uid and
+    gid), from :data:`CHILD_ID_BASE` on: round-robin over :data:`CHILD_ID_SLOTS` slots from
+    ``start``, skipping every id a live child still holds, so no two live children of one
+    zygote share one.
+
+    Two zygotes on one machine draw from the same range without knowing of each other; each
+    starts at a random slot (``start``), so their children rarely meet, but they may. The PID
+    namespace and the seccomp filter keep such children apart all the same.
+    """
+
+    def __init__(self, start: int = 0, slots: int = CHILD_ID_SLOTS) -> None:
+        self._slots = slots
+        self._next = start % slots
+        self._held: set[int] = set()
+
+    def take(self) -> int:
+        """Return a free id and hold it until :meth:`release`.
+
+        Raises:
+            LookupError: every id of the range is held (nothing is held anew).
+        """
+        for step in range(self._slots):
+            slot = (self._next + step) % self._slots
+            if slot not in self._held:
+                self._held.add(slot)
+                self._next = (slot + 1) % self._slots
+                return CHILD_ID_BASE + slot
+        raise LookupError(f"all {self._slots} child ids are held by live children")
+
+    def release(self, child_id: int) -> None:
+        """Free ``child_id`` (its child was reaped); a no-op for an id not held."""
+        self._held.discard(child_id - CHILD_ID_BASE)
 
 
 class PidNamespaces:
@@ -634,13 +692,13 @@ def _apply_rlimits(limits: ChildLimits) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.max_open_files, limits.max_open_files))
 
 
-def _drop_uid(*, hand_over_out: bool) -> None:
+def _drop_uid(child_id: int, *, hand_over_out: bool) -> None:
     if hand_over_out:  # the workspace's out/ (relative to the cwd, which is the workspace)
         with contextlib.suppress(FileNotFoundError):
-            os.chown("out", UNPRIVILEGED_ID, UNPRIVILEGED_ID)
+            os.chown("out", child_id, child_id)
     os.setgroups([])
-    os.setresgid(UNPRIVILEGED_ID, UNPRIVILEGED_ID, UNPRIVILEGED_ID)
-    os.setresuid(UNPRIVILEGED_ID, UNPRIVILEGED_ID, UNPRIVILEGED_ID)
+    os.setresgid(child_id, child_id, child_id)
+    os.setresuid(child_id, child_id, child_id)
     try:
         os.setuid(0)
     except PermissionError:
@@ -668,6 +726,7 @@ def apply_isolation(
     keep_fds: Sequence[int],
     parent_pid: int,
     pid_namespace: str | None,
+    child_id: int,
     disable: Collection[str] = frozenset(),
 ) -> tuple[list[int], IsolationReport]:
     """Isolate the calling process (a fresh child) and report what is in force.
@@ -679,6 +738,7 @@ def apply_isolation(
         parent_pid: the zygote's pid; the child is killed if it dies.
         pid_namespace: ``None`` when the zygote forked this child as pid 1 of a PID namespace
             of its own (:meth:`PidNamespaces.enter`), else the reason it did not.
+        child_id: the uid and gid the ``uid`` layer drops to (:meth:`ChildIds.take`).
         disable: OS layers to skip (reason ``disabled``); for tests of single layers and the
             security suite's "OS layers off" mode only.
 
@@ -731,9 +791,9 @@ def apply_isolation(
 
     if wanted("uid", needs_root=True):
         try:
-            _drop_uid(hand_over_out=True)
+            _drop_uid(child_id, hand_over_out=True)
         except OSError as exc:
-            report.skip("uid", f"could not drop to uid {UNPRIVILEGED_ID}: {exc}")
+            report.skip("uid", f"could not drop to uid {child_id}: {exc}")
         else:
             report.applied.append("uid")
     report.pid = _watch_parent(parent_pid, own_namespace=pid_namespace is None)
@@ -829,10 +889,10 @@ def _probe_in_child() -> dict[str, str | None]:
         )
     if root:
         try:
-            _drop_uid(hand_over_out=False)
+            _drop_uid(_PROBE_ID, hand_over_out=False)
             results["uid"] = None
         except OSError as exc:
-            results["uid"] = f"could not drop to uid {UNPRIVILEGED_ID}: {exc}"
+            results["uid"] = f"could not drop to uid {_PROBE_ID}: {exc}"
     try:
         _set_no_new_privs()
     except OSError as exc:

@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from . import _runtime
 from ._isolation import (
+    ChildIds,
     ChildLimits,
     IsolationError,
     PidNamespaces,
@@ -590,6 +591,8 @@ class _Server:
         self.selector = selectors.DefaultSelector()
         self.selector.register(sock, selectors.EVENT_READ, None)
         self.pid_namespaces = PidNamespaces()
+        self.child_ids = ChildIds(start=int.from_bytes(os.urandom(2), "little"))
+        self.ids: dict[int, int] = {}  # live child pid -> its uid and gid (ChildIds)
         self.pidfds: dict[int, int] = {}  # live child pid -> pidfd
         self.exits: dict[int, _Exited] = {}  # reaped, not yet waited for (req_id 1 dummy)
         self.waiters: dict[int, list[int]] = {}  # pid -> req_ids waiting
@@ -641,11 +644,19 @@ class _Server:
                 os.close(fd)
             self.reply(_Failed(req_id=request.req_id, message="a spawn needs exactly two fds"))
             return
+        try:
+            child_id = self.child_ids.take()
+        except LookupError as exc:
+            for fd in fds:
+                os.close(fd)
+            self.reply(_Failed(req_id=request.req_id, message=str(exc)))
+            return
         pid_namespace = self.pid_namespaces.enter(request.disable)
         try:
             pid = os.fork()
         except OSError as exc:
             self.pid_namespaces.leave()
+            self.child_ids.release(child_id)
             for fd in fds:
                 os.close(fd)
             self.reply(_Failed(req_id=request.req_id, message=f"fork failed: {exc}"))
@@ -653,10 +664,11 @@ class _Server:
         if pid == 0:  # pragma: no cover - the child; coverage can't follow it
             status = 70
             try:
-                status = self.child(request, fds, pid_namespace)
+                status = self.child(request, fds, pid_namespace, child_id)
             finally:
                 os._exit(status)
         self.pid_namespaces.leave()  # if this raises, the zygote exits: its children die too
+        self.ids[pid] = child_id
         for fd in fds:
             os.close(fd)
         pidfd = os.pidfd_open(pid)
@@ -665,7 +677,7 @@ class _Server:
         self.reply(_Spawned(req_id=request.req_id, pid=pid))
 
     def child(  # pragma: no cover - in the child
-        self, request: _Spawn, fds: list[int], pid_namespace: str | None
+        self, request: _Spawn, fds: list[int], pid_namespace: str | None, child_id: int
     ) -> int:
         self.selector.close()
         self.sock.close()
@@ -679,6 +691,7 @@ class _Server:
                 keep_fds=fds,
                 parent_pid=self.pid,
                 pid_namespace=pid_namespace,
+                child_id=child_id,
                 disable=frozenset(request.disable),
             )
         except IsolationError as exc:
@@ -703,6 +716,7 @@ class _Server:
         self.selector.unregister(pidfd)
         os.close(pidfd)
         _, status, usage = os.wait4(pid, 0)
+        self.child_ids.release(self.ids.pop(pid))  # no process holds it any more
         exited = _Exited(
             req_id=1,
             pid=pid,

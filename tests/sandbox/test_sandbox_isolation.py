@@ -20,8 +20,11 @@ from pathlib import Path
 import pytest
 
 from sandbox._isolation import (
+    CHILD_ID_BASE,
+    CHILD_ID_SLOTS,
     DENIED_SYSCALLS,
     OS_LAYERS,
+    ChildIds,
     ChildLimits,
     build_seccomp_filter,
     probe_layers,
@@ -307,18 +310,33 @@ def write(path):
 
 @needs_root
 def test_uid_layer_drops_root(escape: Callable[..., RunRecord]) -> None:
-    """uid alone: the child runs as 65534 and cannot get root back, nor read /etc/shadow."""
+    """uid alone: the child runs as an id of the private range, as uid and gid, and cannot get
+    root back, nor read /etc/shadow."""
     code = """
 [os.getresuid(), os.getresgid(), os.getgroups(), attempt(lambda: os.setuid(0)),
  attempt(lambda: realopen("/etc/shadow").read())]
 """
-    assert escape(code, keep=("uid",)).value == [
-        [65534] * 3,
-        [65534] * 3,
-        [],
-        ["denied", errno.EPERM],
-        ["denied", errno.EACCES],
-    ]
+    uids, gids, groups, *denied = escape(code, keep=("uid",)).value
+    assert uids == gids == [uids[0]] * 3
+    assert CHILD_ID_BASE <= uids[0] < CHILD_ID_BASE + CHILD_ID_SLOTS
+    assert groups == []
+    assert denied == [["denied", errno.EPERM], ["denied", errno.EACCES]]
+
+
+def test_child_ids_go_round_and_skip_those_still_held() -> None:
+    """Ids are handed out round-robin from the start slot, never one a live child still holds,
+    and one comes back only once it was released (its child reaped)."""
+    ids = ChildIds(start=1, slots=3)
+    first, second, third = ids.take(), ids.take(), ids.take()
+    assert [first, second, third] == [CHILD_ID_BASE + 1, CHILD_ID_BASE + 2, CHILD_ID_BASE]
+    with pytest.raises(LookupError):
+        ids.take()
+    ids.release(second)
+    assert ids.take() == second  # the only free one, though not next in turn
+    ids.release(third)
+    ids.release(first)
+    assert ids.take() == third  # next in turn after second, then first
+    assert ids.take() == first
 
 
 def test_seccomp_denies_setuid(escape: Callable[..., RunRecord]) -> None:
@@ -581,14 +599,15 @@ def test_cpu_limit_in_a_pid_namespace_ends_with_sigkill(run: Run) -> None:
 
 @needs_root
 def test_concurrent_children_have_different_ids(zygote: ZygoteProcess, tmp_path: Path) -> None:
-    """Two live children of one zygote never share a uid or gid, and neither is nobody's."""
+    """Two live children of one zygote never share a uid or gid, each from the private range."""
     with (
         idle_child(zygote, tmp_path / "a") as first,
         idle_child(zygote, tmp_path / "b") as second,
     ):
         first_ids, second_ids = ids_of(first.pid), ids_of(second.pid)
     for uids, gids in (first_ids, second_ids):
-        assert len(set(uids)) == 1 and uids == gids and uids[0] not in (0, 65534)
+        assert len(set(uids)) == 1 and uids == gids
+        assert CHILD_ID_BASE <= uids[0] < CHILD_ID_BASE + CHILD_ID_SLOTS
     assert first_ids[0][0] != second_ids[0][0]
 
 
@@ -607,7 +626,7 @@ os.chmod("out/kept", 0)
 [os.getuid(), os.stat("out").st_uid]
 """
     uid, owner = escape(code, keep=("uid",)).value
-    assert owner == uid not in (0, 65534)
+    assert owner == uid and CHILD_ID_BASE <= uid < CHILD_ID_BASE + CHILD_ID_SLOTS
     kept = workspace / "out" / "kept"
     assert kept.stat().st_uid == uid and os.listdir(kept) == ["note.txt"]
     assert (kept / "note.txt").read_text() == "left behind"
