@@ -23,7 +23,7 @@ layers, each reported in :class:`IsolationReport` as applied or skipped with its
     Root only: the child gets an id of its own from a private range (:class:`ChildIds`: no two
     live children of a zygote share one), ``out/`` is handed to it as uid and gid,
     supplementary groups are dropped, real, effective and saved uid and gid become it, and
-    ``RLIMIT_NPROC`` is set to 0. What the kernel allows a process on another of its own uid
+    ``RLIMIT_NPROC`` is set to 0. What the kernel lets a process do to another of its own uid
     (``prlimit64``, ``setpriority``, ``sched_setaffinity``, ``ioprio_set``, signals) and what it
     counts per uid (processes, pending signals, pipe buffers) are then the child's alone.
 ``landlock``
@@ -38,7 +38,11 @@ layers, each reported in :class:`IsolationReport` as applied or skipped with its
     kernel keys and modules, BPF, perf, ``io_uring``, identity changes and the like fail with
     ``EPERM``; ``clone`` is allowed only with ``CLONE_THREAD``; ``clone3`` fails with
     ``ENOSYS`` so that libc falls back to ``clone``; signals may be sent only to the child
-    itself; a system call of a foreign ABI (x32, i386) kills the process.
+    itself; every call that acts on another process fails: on its memory, descriptors and
+    robust list, its limits, priority, scheduling, CPUs and I/O priority (reading and lowering
+    its own limits, and reading its own priority, scheduling and CPUs, stay allowed), its CPU
+    clock, and pointing a file's or socket's ``SIGIO`` at it; a system call of a foreign ABI
+    (x32, i386) kills the process.
 
 A layer this machine cannot apply is skipped with the reason (for example "not started as
 root", "the kernel has no landlock"), never silently. A layer named in ``disable`` (tests of
@@ -494,17 +498,26 @@ _SYSCALLS: Final[dict[str, tuple[int | None, int | None]]] = {
     "sendmmsg": (307, 269), "recvmmsg": (299, 243), "shutdown": (48, 210), "bind": (49, 200),
     "listen": (50, 201), "getsockname": (51, 204), "getpeername": (52, 205),
     "setsockopt": (54, 208), "getsockopt": (55, 209),
-    # other processes' memory and descriptors
+    # other processes' memory, descriptors and state: read, write, compare, trace or reap
+    # them (whatever the pid: a script has no use for any of these on itself either)
     "ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271),
     "pidfd_open": (434, 434), "pidfd_getfd": (438, 438), "pidfd_send_signal": (424, 424),
-    "kcmp": (312, 272), "process_madvise": (440, 440),
+    "kcmp": (312, 272), "process_madvise": (440, 440), "process_mrelease": (448, 448),
+    "get_robust_list": (274, 100),  # set_robust_list takes no pid; glibc sets it per thread
+    # another process's scheduling, priority, CPUs and I/O priority, set by pid (or, for
+    # setpriority and ioprio_set, by process group or by uid: every process of the child's
+    # uid). The child needs none of them for itself; reading its own is allowed below.
+    "setpriority": (141, 140), "sched_setparam": (142, 118),
+    "sched_setscheduler": (144, 119), "sched_setaffinity": (203, 122),
+    "sched_setattr": (314, 274), "ioprio_set": (251, 30),
     # namespaces, mounts, roots
     "unshare": (272, 97), "setns": (308, 268), "mount": (165, 40), "umount2": (166, 39),
     "pivot_root": (155, 41), "chroot": (161, 51), "open_tree": (428, 428),
     "move_mount": (429, 429), "fsopen": (430, 430), "fsconfig": (431, 431),
     "fsmount": (432, 432), "fspick": (433, 433), "mount_setattr": (442, 442),
     "name_to_handle_at": (303, 264), "open_by_handle_at": (304, 265),
-    # kernel facilities a script has no use for
+    # kernel facilities a script has no use for (perf_event_open and migrate_pages/move_pages
+    # also take another process's pid)
     "bpf": (321, 280), "perf_event_open": (298, 241), "userfaultfd": (323, 282),
     "keyctl": (250, 219), "add_key": (248, 217), "request_key": (249, 218),
     "io_uring_setup": (425, 425), "io_uring_enter": (426, 426),
@@ -524,17 +537,72 @@ _SYSCALLS: Final[dict[str, tuple[int | None, int | None]]] = {
 }  # fmt: skip
 _CLONE: Final = (56, 220)
 _CLONE3: Final = (435, 435)
-_SIGNAL_CALLS: Final = {  # allowed only when their first argument is the child's own pid
+# Signals: allowed only when their first argument is the child's own pid (in a PID namespace
+# of its own that is 1); not 0 (its process group), -1 (every process it may signal) or -pgid.
+_SIGNAL_CALLS: Final = {
     "kill": (62, 129),
     "tkill": (200, 130),
     "tgkill": (234, 131),
     "rt_sigqueueinfo": (129, 138),
     "rt_tgsigqueueinfo": (297, 240),
 }
+# Calls that name a process by their first argument and read it, or (prlimit64, setpgid) act
+# on it: allowed for 0 (the caller) and the child's own pid only. glibc's getrlimit and
+# setrlimit are prlimit64(0, ...), and a child lowering its own limits once the rlimits
+# layer set them is harmless; the rest read what another run is doing.
+_SELF_CALLS: Final = {
+    "prlimit64": (302, 261),
+    "sched_getaffinity": (204, 123),
+    "sched_getparam": (143, 121),
+    "sched_getscheduler": (145, 120),
+    "sched_getattr": (315, 275),
+    "sched_rr_get_interval": (148, 127),
+    "getpgid": (121, 155),
+    "getsid": (124, 156),
+    "setpgid": (109, 154),  # the kernel allows only the caller and its children anyway
+}
+# Calls that name their target by (which, who): allowed only for one process, who being 0 (the
+# caller) or the child's own pid; not a process group, nor every process of a uid.
+_WHO_CALLS: Final = {
+    "getpriority": ((140, 141), 0),  # PRIO_PROCESS
+    "ioprio_get": ((252, 31), 1),  # IOPRIO_WHO_PROCESS
+}
+# Calls whose first argument is a clock id, which may name another process's (or thread's)
+# CPU clock: ((~pid << 3) | clock), negative. Allowed for every ordinary clock (0 and up) and
+# the caller's own CPU clocks (pid 0: -8 to -1); not another process's CPU time, nor a
+# dynamic clock (a /dev/ptp fd, also negative).
+_CLOCK_CALLS: Final = {
+    "clock_gettime": (228, 113),
+    "clock_getres": (229, 114),
+    "clock_nanosleep": (230, 115),
+    "timer_create": (222, 107),
+}
+_OWN_CPU_CLOCKS: Final = 0xFFFFFFF8  # the clock ids -8 to -1 as unsigned 32-bit words
+# Calls that make the kernel signal a process of the caller's choosing for it, past the
+# signal rules above: SIGIO/SIGURG for a file (fcntl F_SETOWN and F_SETOWN_EX) or a socket
+# (ioctl FIOSETOWN and SIOCSPGRP, on the channel say) go to the owner named there. Denied
+# for those commands (their second argument); every other fcntl and ioctl is allowed.
+_OWNER_CALLS: Final = {
+    "fcntl": ((72, 25), (8, 15)),  # F_SETOWN, F_SETOWN_EX
+    "ioctl": ((16, 29), (0x8901, 0x8902)),  # FIOSETOWN, SIOCSPGRP
+}
+# Allowed whatever their pid: capget (it reads capability sets, and its pid sits in memory a
+# classic filter can't read), wait4 and waitid (only the caller's own children), and
+# set_robust_list (no pid).
 _X32_SYSCALL_BIT: Final = 0x40000000
 
-DENIED_SYSCALLS: Final = (*sorted(_SYSCALLS), "clone (without CLONE_THREAD)", "clone3")
-"""What the seccomp filter denies; see the module docstring for the signal rules."""
+DENIED_SYSCALLS: Final = (
+    *sorted(_SYSCALLS),
+    "clone (without CLONE_THREAD)",
+    "clone3",
+    *(f"{name} (but to the child itself)" for name in _SIGNAL_CALLS),
+    *(f"{name} (but of pid 0 or the child itself)" for name in _SELF_CALLS),
+    *(f"{name} (but of one process, 0 or the child itself)" for name in _WHO_CALLS),
+    *(f"{name} (on another process's CPU clock)" for name in _CLOCK_CALLS),
+    "fcntl (F_SETOWN, F_SETOWN_EX)",
+    "ioctl (FIOSETOWN, SIOCSPGRP)",
+)
+"""What the seccomp filter denies, with the conditions of the calls it denies in part."""
 
 _BPF_LD_W_ABS: Final = 0x20
 _BPF_JEQ: Final = 0x15
@@ -546,7 +614,7 @@ _RET_ERRNO: Final = 0x00050000
 _RET_ALLOW: Final = 0x7FFF0000
 _DATA_NR: Final = 0
 _DATA_ARCH: Final = 4
-_DATA_ARG0_LOW: Final = 16  # little-endian low word of args[0]
+_DATA_ARG_LOW: Final = (16, 24)  # little-endian low words of args[0] and args[1]
 
 
 class _SockFilter(ctypes.Structure):
@@ -568,48 +636,104 @@ def seccomp_arch() -> str | None:
     return machine if machine in _AUDIT_ARCH and sys.byteorder == "little" else None
 
 
+_Instruction = tuple[int, int, str | None, str | None]  # (code, k, true label, false label)
+
+
+def _ret(value: int) -> _Instruction:
+    return (_BPF_RET, value, None, None)
+
+
+def _load_arg(index: int) -> _Instruction:
+    return (_BPF_LD_W_ABS, _DATA_ARG_LOW[index], None, None)
+
+
+_EPERM: Final = _RET_ERRNO | errno.EPERM
+
+
 def build_seccomp_filter(arch: str, own_pid: int) -> list[tuple[int, int, int, int]]:
     """Return the filter as (code, jt, jf, k) instructions for ``arch``.
+
+    The program checks the arch, then the call's number against each rule in turn; a rule
+    that matches ends in a return of its own right after its check (so every jump is short,
+    however many rules there are), and a call no rule names is allowed. The args' checks read
+    the low 32 bits only: every argument checked is an ``int`` (a pid, a clock id, a command)
+    that the kernel truncates to them.
 
     Raises:
         ValueError: ``arch`` is not supported, or a jump does not fit in 8 bits.
     """
     column = {"x86_64": 0, "aarch64": 1}[arch]
-    # (code, k, true label, false label); a label of None falls through.
-    program: list[tuple[int, int, str | None, str | None] | str] = [
+    # A label of None falls through; a str in the program is a label for what follows it.
+    program: list[_Instruction | str] = [
         (_BPF_LD_W_ABS, _DATA_ARCH, None, None),
-        (_BPF_JEQ, _AUDIT_ARCH[arch], None, "kill"),
+        (_BPF_JEQ, _AUDIT_ARCH[arch], "native", None),
+        _ret(_RET_KILL_PROCESS),
+        "native",
         (_BPF_LD_W_ABS, _DATA_NR, None, None),
     ]
     if arch == "x86_64":
-        program.append((_BPF_JGE, _X32_SYSCALL_BIT, "kill", None))
-    program.append((_BPF_JEQ, _CLONE3[column], "enosys", None))
-    program.append((_BPF_JEQ, _CLONE[column], "clone", None))
-    for signal_numbers in _SIGNAL_CALLS.values():
-        program.append((_BPF_JEQ, signal_numbers[column], "signal", None))
-    for numbers in _SYSCALLS.values():
-        number = numbers[column]
-        if number is not None:
-            program.append((_BPF_JEQ, number, "eperm", None))
-    program += [
-        (_BPF_RET, _RET_ALLOW, None, None),
-        "clone",
-        (_BPF_LD_W_ABS, _DATA_ARG0_LOW, None, None),
-        (_BPF_JSET, _CLONE_THREAD, "allow", "eperm"),
-        "signal",
-        (_BPF_LD_W_ABS, _DATA_ARG0_LOW, None, None),
-        (_BPF_JEQ, own_pid, "allow", "eperm"),
-        "eperm",
-        (_BPF_RET, _RET_ERRNO | errno.EPERM, None, None),
-        "enosys",
-        (_BPF_RET, _RET_ERRNO | errno.ENOSYS, None, None),
-        "kill",
-        (_BPF_RET, _RET_KILL_PROCESS, None, None),
-        "allow",
-        (_BPF_RET, _RET_ALLOW, None, None),
-    ]
+        program += [(_BPF_JGE, _X32_SYSCALL_BIT, None, "x86_64"), _ret(_RET_KILL_PROCESS)]
+        program.append("x86_64")
+
+    def rule(name: str, number: int | None, *body: _Instruction | str) -> None:
+        """``body``, whose labels are its own and which ends in a return, decides the call
+        numbered ``number`` (none on this arch: no rule)."""
+        if number is None:
+            return
+
+        def mine(label: str | None) -> str | None:
+            return None if label is None else f"{name}:{label}"
+
+        program.append((_BPF_JEQ, number, None, mine("next")))
+        for item in body:
+            if isinstance(item, str):
+                program.append(f"{name}:{item}")
+            else:
+                program.append((item[0], item[1], mine(item[2]), mine(item[3])))
+        program.append(f"{name}:next")
+
+    allow, deny = _ret(_RET_ALLOW), _ret(_EPERM)
+    rule("clone3", _CLONE3[column], _ret(_RET_ERRNO | errno.ENOSYS))
+    rule(  # threads only
+        "clone", _CLONE[column],
+        _load_arg(0), (_BPF_JSET, _CLONE_THREAD, None, "no"), allow, "no", deny,
+    )  # fmt: skip
+    for name, numbers in _SIGNAL_CALLS.items():
+        rule(
+            name, numbers[column],
+            _load_arg(0), (_BPF_JEQ, own_pid, None, "no"), allow, "no", deny,
+        )  # fmt: skip
+    for name, numbers in _SELF_CALLS.items():
+        rule(
+            name, numbers[column],
+            _load_arg(0), (_BPF_JEQ, 0, "yes", None), (_BPF_JEQ, own_pid, "yes", None), deny,
+            "yes", allow,
+        )  # fmt: skip
+    for name, (numbers, which) in _WHO_CALLS.items():
+        rule(
+            name, numbers[column],
+            _load_arg(0), (_BPF_JEQ, which, None, "no"),
+            _load_arg(1), (_BPF_JEQ, 0, "yes", None), (_BPF_JEQ, own_pid, "yes", "no"),
+            "yes", allow, "no", deny,
+        )  # fmt: skip
+    for name, numbers in _CLOCK_CALLS.items():
+        rule(
+            name, numbers[column],
+            _load_arg(0), (_BPF_JGE, 0x80000000, None, "yes"),
+            (_BPF_JGE, _OWN_CPU_CLOCKS, "yes", None), deny, "yes", allow,
+        )  # fmt: skip
+    for name, (numbers, commands) in _OWNER_CALLS.items():
+        rule(
+            name, numbers[column],
+            _load_arg(1), *((_BPF_JEQ, command, "no", None) for command in commands), allow,
+            "no", deny,
+        )  # fmt: skip
+    for name, on_each_arch in _SYSCALLS.items():
+        rule(name, on_each_arch[column], deny)
+    program.append(allow)
+
     labels: dict[str, int] = {}
-    instructions: list[tuple[int, int, str | None, str | None]] = []
+    instructions: list[_Instruction] = []
     for item in program:
         if isinstance(item, str):
             labels[item] = len(instructions)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import shutil
 import signal
 import socket
@@ -20,6 +21,14 @@ from pathlib import Path
 import pytest
 
 from sandbox._isolation import (
+    _CLOCK_CALLS,
+    _CLONE,
+    _CLONE3,
+    _OWNER_CALLS,
+    _SELF_CALLS,
+    _SIGNAL_CALLS,
+    _SYSCALLS,
+    _WHO_CALLS,
     CHILD_ID_BASE,
     CHILD_ID_SLOTS,
     DENIED_SYSCALLS,
@@ -632,3 +641,98 @@ os.chmod("out/kept", 0)
     assert (kept / "note.txt").read_text() == "left behind"
     shutil.rmtree(workspace / "out")
     assert not (workspace / "out").exists()
+
+
+ON_ANOTHER = """
+resource = sysmod.modules["resource"]
+time = sysmod.modules["time"]
+stat = sysmod.modules["stat"]
+ctypes = sysmod.modules["ctypes"]
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+other = inputs["other"]
+NR = {"x86_64": {"ioprio_get": 252, "get_robust_list": 274},
+      "aarch64": {"ioprio_get": 31, "get_robust_list": 100}}[os.uname().machine]
+def checked(result):
+    if result < 0:
+        raise OSError(ctypes.get_errno(), "libc")
+    return result
+def sc(name, *args):
+    return checked(libc.syscall(ctypes.c_long(NR[name]), *[ctypes.c_long(a) for a in args]))
+r, w = os.pipe()
+def is_socket(fd):
+    return attempt(lambda: stat.S_ISSOCK(os.fstat(fd).st_mode)) == ["ok", True]
+(sock,) = [fd for fd in range(3, 64) if is_socket(fd)]
+owner = ctypes.c_int(other)
+head, size = ctypes.c_void_p(), ctypes.c_size_t()
+[attempt(lambda: os.getpriority(os.PRIO_PROCESS, other)),
+ attempt(lambda: os.getpriority(os.PRIO_USER, 0)),
+ attempt(lambda: len(os.sched_getaffinity(other)) > 0),
+ attempt(lambda: os.sched_getscheduler(other)),
+ attempt(lambda: os.getsid(other) > 0),
+ attempt(lambda: os.getpgid(other) > 0),
+ attempt(lambda: time.clock_gettime(((~other) << 3) | 2) > 0),
+ attempt(lambda: checked(libc.fcntl(r, 8, other))),
+ attempt(lambda: checked(libc.ioctl(sock, 0x8901, ctypes.byref(owner)))),
+ attempt(lambda: sc("ioprio_get", 1, other) >= 0),
+ attempt(lambda: sc("get_robust_list", other, ctypes.addressof(head), ctypes.addressof(size)))]
+"""
+
+
+def test_seccomp_denies_each_call_that_names_another_process(
+    escape: Callable[..., RunRecord], other_run: int
+) -> None:
+    """seccomp alone (the child is root and sees the other run's pid): reading another
+    process's priority, CPUs, scheduling, session, group, CPU clock, I/O priority or robust
+    list, or pointing a file's or socket's SIGIO at it, fails with EPERM."""
+    record = escape(ON_ANOTHER, keep=("seccomp",), inputs={"other": other_run})
+    assert record.value == [["denied", errno.EPERM]] * 11
+
+
+def test_without_seccomp_each_call_that_names_another_process_works(
+    escape: Callable[..., RunRecord], zygote: ZygoteProcess, tmp_path: Path
+) -> None:
+    """Control: with every OS layer off for both runs, the same calls succeed."""
+    with idle_child(zygote, tmp_path / "other", disable=ALL_OS) as other:
+        record = escape(ON_ANOTHER, keep=(), inputs={"other": other.pid})
+    assert [outcome[0] for outcome in record.value] == ["ok"] * 11
+
+
+def seccomp_rules() -> dict[str, tuple[int | None, int | None]]:
+    """Every call the filter has a rule for, with its (x86_64, aarch64) numbers."""
+    rules = {**_SYSCALLS, "clone": _CLONE, "clone3": _CLONE3, **_SIGNAL_CALLS, **_SELF_CALLS}
+    rules |= _CLOCK_CALLS
+    rules |= {name: numbers for name, (numbers, _) in _WHO_CALLS.items()}
+    rules |= {name: numbers for name, (numbers, _) in _OWNER_CALLS.items()}
+    return rules
+
+
+def test_no_call_has_two_seccomp_rules() -> None:
+    """On each arch every number the filter checks belongs to one call (a second rule for it
+    would never be reached)."""
+    for column in (0, 1):
+        numbers = [pair[column] for pair in seccomp_rules().values() if pair[column] is not None]
+        assert len(numbers) == len(set(numbers))
+
+
+HEADERS = {
+    0: Path("/usr/include/x86_64-linux-gnu/asm/unistd_64.h"),
+    1: Path("/usr/include/asm-generic/unistd.h"),  # aarch64's table
+}
+
+
+@pytest.mark.skipif(
+    not all(path.exists() for path in HEADERS.values()), reason="no kernel uapi headers here"
+)
+def test_seccomp_numbers_match_the_kernel_headers() -> None:
+    """Every system call number of the filter, for both arches, is the one the kernel's uapi
+    headers give (``__NR_name``, or asm-generic's ``__NR3264_name``), and a call an arch lacks
+    is missing from its header."""
+    for column, path in HEADERS.items():
+        found: dict[str, int] = {}
+        for name, number in re.findall(
+            r"^#define __NR(?:3264)?_(\w+)\s+(\d+)\s*$", path.read_text(), re.MULTILINE
+        ):
+            found.setdefault(name, int(number))
+        for name, numbers in seccomp_rules().items():
+            assert numbers[column] == found.get(name), (path.name, name)

@@ -616,7 +616,7 @@ ATTACKS = [
     attack(
         "signal-every-process-it-may",
         "cross-run",
-        X + "works(lambda: os.kill(-1, 0))",
+        X + "works(lambda: os.kill(-1, 0))",  # 0 if there is any other process it can see
     ),
     attack(
         "signal-its-process-group",
