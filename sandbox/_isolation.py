@@ -650,6 +650,9 @@ def _load_arg(index: int) -> _Instruction:
 _EPERM: Final = _RET_ERRNO | errno.EPERM
 
 
+_OWN_PID: Final = -1  # in an assembled program: the child's own pid (no real k is negative)
+
+
 def build_seccomp_filter(arch: str, own_pid: int) -> list[tuple[int, int, int, int]]:
     """Return the filter as (code, jt, jf, k) instructions for ``arch``.
 
@@ -657,11 +660,19 @@ def build_seccomp_filter(arch: str, own_pid: int) -> list[tuple[int, int, int, i
     that matches ends in a return of its own right after its check (so every jump is short,
     however many rules there are), and a call no rule names is allowed. The args' checks read
     the low 32 bits only: every argument checked is an ``int`` (a pid, a clock id, a command)
-    that the kernel truncates to them.
+    that the kernel truncates to them. It is assembled once per arch (the zygote does it
+    before it forks) and only ``own_pid`` filled in per call.
 
     Raises:
         ValueError: ``arch`` is not supported, or a jump does not fit in 8 bits.
     """
+    return [(c, jt, jf, own_pid if k == _OWN_PID else k) for c, jt, jf, k in _assembled(arch)]
+
+
+@functools.cache
+def _assembled(arch: str) -> tuple[tuple[int, int, int, int], ...]:
+    """The filter for ``arch``, with :data:`_OWN_PID` where the child's own pid goes."""
+    own_pid = _OWN_PID
     column = {"x86_64": 0, "aarch64": 1}[arch]
     # A label of None falls through; a str in the program is a label for what follows it.
     program: list[_Instruction | str] = [
@@ -748,18 +759,34 @@ def build_seccomp_filter(arch: str, own_pid: int) -> list[tuple[int, int, int, i
             raise ValueError(f"jump to {label} does not fit: {distance}")
         return distance
 
-    return [
+    return tuple(
         (code, offset(i, true), offset(i, false), k)
         for i, (code, k, true, false) in enumerate(instructions)
-    ]
+    )
+
+
+@functools.cache
+def seccomp_template(arch: str) -> tuple[ctypes.Array[_SockFilter], tuple[int, ...]]:
+    """The filter for ``arch`` as the kernel reads it, made once (the zygote does it before it
+    forks), and the indices of the instructions that compare with the child's own pid (0
+    there): a child copies it and fills its pid in.
+
+    Raises:
+        ValueError: as :func:`build_seccomp_filter`.
+    """
+    instructions = _assembled(arch)
+    array = (_SockFilter * len(instructions))(
+        *(_SockFilter(code, jt, jf, 0 if k == _OWN_PID else k) for code, jt, jf, k in instructions)
+    )
+    return array, tuple(i for i, (*_, k) in enumerate(instructions) if k == _OWN_PID)
 
 
 def _install_seccomp(arch: str) -> None:
-    instructions = build_seccomp_filter(arch, os.getpid())
-    array = (_SockFilter * len(instructions))(
-        *(_SockFilter(code, jt, jf, k) for code, jt, jf, k in instructions)
-    )
-    program = _SockFprog(len(instructions), array)
+    template, own_pid_at = seccomp_template(arch)
+    array = type(template).from_buffer_copy(template)
+    for index in own_pid_at:
+        array[index].k = os.getpid()
+    program = _SockFprog(len(array), array)
     _check(
         _prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(program), 0, 0),
         "prctl(PR_SET_SECCOMP)",

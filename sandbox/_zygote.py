@@ -53,6 +53,8 @@ from ._isolation import (
     PidNamespaces,
     apply_isolation,
     python_paths,
+    seccomp_arch,
+    seccomp_template,
 )
 from .protocol import BlockingChannel, Layer, ProtocolError, RunError
 
@@ -796,5 +798,7 @@ def main(fd: int) -> None:
     _keep_freed_memory()
     _runtime.warm_up()
     python_paths()
+    if (arch := seccomp_arch()) is not None:
+        seccomp_template(arch)  # made once, here, for every child
     _Server(sock).run()
     sys.exit(0)

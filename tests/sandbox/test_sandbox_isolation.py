@@ -37,6 +37,7 @@ from sandbox._isolation import (
     ChildLimits,
     build_seccomp_filter,
     probe_layers,
+    seccomp_template,
 )
 from sandbox._zygote import SpawnedChild, ZygoteProcess
 from sandbox.protocol import LAYER_NAMES, BlockingChannel, Ready
@@ -736,3 +737,15 @@ def test_seccomp_numbers_match_the_kernel_headers() -> None:
             found.setdefault(name, int(number))
         for name, numbers in seccomp_rules().items():
             assert numbers[column] == found.get(name), (path.name, name)
+
+
+def test_the_template_a_child_fills_in_is_the_filter() -> None:
+    """The program the zygote makes once, with a child's own pid filled in, is instruction for
+    instruction the filter built for that pid, on both arches."""
+    for arch in ("x86_64", "aarch64"):
+        template, own_pid_at = seccomp_template(arch)
+        filled = [(f.code, f.jt, f.jf, f.k) for f in template]
+        for index in own_pid_at:
+            filled[index] = (*filled[index][:3], 4321)
+        assert filled == build_seccomp_filter(arch, 4321)
+        assert len(own_pid_at) == 5 + 9 + 2  # one in each signal, self and who rule
