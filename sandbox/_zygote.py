@@ -13,7 +13,8 @@ message, before anything of the script's is released, so no script code runs aft
 The zygote sets malloc to keep and reuse freed memory (:func:`_keep_freed_memory`), for itself
 and every child. The zygote reaps every child (through a pidfd each) and reports its exit status and
 resource use on ``wait``. No child ever runs a second script, and a child never returns into
-the zygote's loop.
+the zygote's loop. As root, each child also gets a uid and gid of its own
+(:class:`~sandbox._isolation.ChildIds`), held until it is reaped.
 
 Requests and replies are small msgpack maps, one per datagram, validated by pydantic on both
 ends. When the requester's end of the socket closes, the zygote kills every child it still has,
