@@ -5,6 +5,14 @@
 on fds 0-2, an empty environment, the run's workspace as working directory) and then the named
 layers, each reported in :class:`IsolationReport` as applied or skipped with its reason:
 
+``pidns``
+    Root only: the child is pid 1 of a PID namespace of its own, so no other process exists for
+    it: not another run's child, not the zygote, not the host. This one is applied by the zygote
+    before it forks (:class:`PidNamespaces`) and only reported here. As a namespace's init the
+    child ignores every signal it has no handler for, from inside its namespace, and every
+    such signal but ``SIGKILL`` and ``SIGSTOP`` from outside; the soft CPU limit's ``SIGXCPU``
+    included, so the hard limit's ``SIGKILL`` ends it. ``/proc`` is still the host's (it lists
+    the host's pids; landlock keeps the child out of it).
 ``rlimits``
     CPU seconds (``SIGXCPU`` at the soft limit kills the child, ``SIGKILL`` a second later),
     address space (the inherited baseline plus ``memory_mb``), file size (a write past it fails
@@ -12,8 +20,12 @@ layers, each reported in :class:`IsolationReport` as applied or skipped with its
 ``netns``
     Root only: a private network namespace, whose only interface is a loopback that is down.
 ``uid``
-    Root only: ``out/`` is handed to uid/gid 65534, supplementary groups are dropped, real,
-    effective and saved ids become 65534, and ``RLIMIT_NPROC`` is set to 0.
+    Root only: the child gets an id of its own from a private range (:class:`ChildIds`: no two
+    live children of a zygote share one), ``out/`` is handed to it as uid and gid,
+    supplementary groups are dropped, real, effective and saved uid and gid become it, and
+    ``RLIMIT_NPROC`` is set to 0. What the kernel lets a process do to another of its own uid
+    (``prlimit64``, ``setpriority``, ``sched_setaffinity``, ``ioprio_set``, signals) and what it
+    counts per uid (processes, pending signals, pipe buffers) are then the child's alone.
 ``landlock``
     Read-only access to the Python installation (``sys.prefix``, ``sys.base_prefix``, the
     stdlib and site-packages, this package's directory) and to the workspace's ``refs/``;
@@ -26,7 +38,11 @@ layers, each reported in :class:`IsolationReport` as applied or skipped with its
     kernel keys and modules, BPF, perf, ``io_uring``, identity changes and the like fail with
     ``EPERM``; ``clone`` is allowed only with ``CLONE_THREAD``; ``clone3`` fails with
     ``ENOSYS`` so that libc falls back to ``clone``; signals may be sent only to the child
-    itself; a system call of a foreign ABI (x32, i386) kills the process.
+    itself; every call that acts on another process fails: on its memory, descriptors and
+    robust list, its limits, priority, scheduling, CPUs and I/O priority (reading and lowering
+    its own limits, and reading its own priority, scheduling and CPUs, stay allowed), its CPU
+    clock, and pointing a file's or socket's ``SIGIO`` at it; a system call of a foreign ABI
+    (x32, i386) kills the process.
 
 ``quota`` is applied by the zygote, before the fork: the child's ``out/`` is a tmpfs of the
 run's disk quota (:mod:`sandbox._quota`); the child only reports it.
@@ -62,23 +78,45 @@ from . import _quota
 from .protocol import Layer, SkippedLayer
 
 __all__ = [
+    "CHILD_ID_BASE",
+    "CHILD_ID_SLOTS",
     "DENIED_SYSCALLS",
     "OS_LAYERS",
-    "UNPRIVILEGED_ID",
+    "ChildIds",
     "ChildLimits",
     "IsolationError",
     "IsolationReport",
     "LayerProbe",
+    "PidNamespaces",
     "apply_isolation",
     "probe_layers",
 ]
 
-OS_LAYERS: Final[tuple[Layer, ...]] = ("rlimits", "netns", "uid", "landlock", "seccomp", "quota")
-"""The OS layers: those this module applies, in the order it applies them, then ``quota``
-(the zygote's, applied before the fork)."""
+OS_LAYERS: Final[tuple[Layer, ...]] = (
+    "pidns", "rlimits", "netns", "uid", "landlock", "seccomp", "quota"
+)  # fmt: skip
+"""The OS layers: ``pidns`` (made by the zygote at the fork), those this module applies, in the
+order it applies them, then ``quota`` (the zygote's, applied before the fork)."""
 
-UNPRIVILEGED_ID: Final = 65534
-"""The uid and gid a child runs as when it was started as root (``nobody``/``nogroup``)."""
+CHILD_ID_BASE: Final = 0x7000_0000
+"""The first uid (and gid) of the private range children run as under the ``uid`` layer.
+
+0x70000000 (1,879,048,192) is the first id past every range something hands out on a Linux
+system: system users (below 1000), regular users (1000-60000), systemd-homed (60001-60513) and
+dynamic service users (61184-65519), ``nobody`` (65534), and the 64K blocks systemd and most
+container managers give containers' user namespaces (524288-0x6FFFFFFF). systemd's
+``docs/UIDS-GIDS.md`` lists what follows as unused up to its foreign-id range (0x7FFE0000),
+and the range stays below 2**31, so nothing that reads an id as a signed 32-bit number sees
+one as negative. No user database names these ids: no file outside a workspace is theirs, and
+no process but a sandbox child runs as one.
+"""
+
+CHILD_ID_SLOTS: Final = 65536
+"""How many ids the range holds (``CHILD_ID_BASE`` to ``CHILD_ID_BASE + 65535``): far more
+than a zygote has live children, so an id comes back into use only long after it was freed."""
+
+_PROBE_ID: Final = CHILD_ID_BASE + CHILD_ID_SLOTS
+"""The id ``probe_layers`` drops to: just past the children's range, never one of theirs."""
 
 
 class ChildLimits(BaseModel):
@@ -86,7 +124,8 @@ class ChildLimits(BaseModel):
 
     Attributes:
         cpu_s: CPU seconds (rounded up); ``SIGXCPU`` kills the child there, ``SIGKILL`` one
-            second later.
+            second later (only the ``SIGKILL`` in a PID namespace of its own, where the child
+            ignores ``SIGXCPU``).
         memory_mb: address space the script may add to what the forked child already maps
             (about 40 MiB of the zygote's imports, shared copy-on-write); an allocation past
             it raises ``MemoryError`` (reported as ``MemoryExceeded``).
@@ -117,10 +156,13 @@ class IsolationError(OSError):
 
 @dataclass
 class IsolationReport:
-    """The named layers in force, in the order applied, and those skipped, with reasons."""
+    """The named layers in force, in the order applied, and those skipped, with reasons; and
+    the child's pid as the zygote (and the host) number it, which is not ``os.getpid()`` in a
+    PID namespace of its own."""
 
     applied: list[Layer] = field(default_factory=list)
     skipped: list[SkippedLayer] = field(default_factory=list)
+    pid: int = 0
 
     def skip(self, layer: Layer, reason: str) -> None:
         """Record ``layer`` as skipped because of ``reason``."""
@@ -149,12 +191,16 @@ _prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
 _unshare = _LIBC.unshare
 _unshare.restype = ctypes.c_int
 _unshare.argtypes = [ctypes.c_int]
+_setns = _LIBC.setns
+_setns.restype = ctypes.c_int
+_setns.argtypes = [ctypes.c_int, ctypes.c_int]
 
 _PR_SET_PDEATHSIG: Final = 1
 _PR_SET_SECCOMP: Final = 22
 _PR_SET_NO_NEW_PRIVS: Final = 38
 _SECCOMP_MODE_FILTER: Final = 2
 _CLONE_NEWNET: Final = 0x40000000
+_CLONE_NEWPID: Final = 0x20000000
 _CLONE_THREAD: Final = 0x00010000
 
 
@@ -171,6 +217,110 @@ def _check(result: int, what: str) -> int:
 
 def _set_no_new_privs() -> None:
     _check(_prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+
+
+# --------------------------------------------------------------------------------------------
+# Child ids and PID namespaces (the zygote's side)
+
+
+class ChildIds:
+    """The ids the zygote hands its children for the ``uid`` layer (the same number as uid and
+    gid), from :data:`CHILD_ID_BASE` on: round-robin over :data:`CHILD_ID_SLOTS` slots from
+    ``start``, skipping every id a live child still holds, so no two live children of one
+    zygote share one.
+
+    Two zygotes on one machine draw from the same range without knowing of each other; each
+    starts at a random slot (``start``), so their children rarely meet, but they may. The PID
+    namespace and the seccomp filter keep such children apart all the same.
+    """
+
+    def __init__(self, start: int = 0, slots: int = CHILD_ID_SLOTS) -> None:
+        self._slots = slots
+        self._next = start % slots
+        self._held: set[int] = set()
+
+    def take(self) -> int:
+        """Return a free id and hold it until :meth:`release`.
+
+        Raises:
+            LookupError: every id of the range is held (nothing is held anew).
+        """
+        for step in range(self._slots):
+            slot = (self._next + step) % self._slots
+            if slot not in self._held:
+                self._held.add(slot)
+                self._next = (slot + 1) % self._slots
+                return CHILD_ID_BASE + slot
+        raise LookupError(f"all {self._slots} child ids are held by live children")
+
+    def release(self, child_id: int) -> None:
+        """Free ``child_id`` (its child was reaped); a no-op for an id not held."""
+        self._held.discard(child_id - CHILD_ID_BASE)
+
+
+class PidNamespaces:
+    """The zygote's half of the ``pidns`` layer: each child it forks is pid 1 of a PID
+    namespace of its own.
+
+    :meth:`enter`, just before ``fork``, makes the next child the first process of a new
+    namespace (``unshare(CLONE_NEWPID)`` changes the namespace of the zygote's children only,
+    never its own); :meth:`leave`, just after it in the zygote, points later children back at
+    the zygote's own namespace (``setns`` on ``/proc/self/ns/pid``, opened once here), which
+    the next :meth:`enter` needs: a second ``unshare`` would fail with ``EINVAL``.
+
+    The child learns its own and its parent's pid as the zygote numbers them from
+    ``/proc/self/stat`` (``getpid()`` and ``getppid()`` say 1 and 0 there), so the layer is
+    unavailable where ``/proc`` is not the zygote's PID namespace's.
+    """
+
+    def __init__(self) -> None:
+        self._own: int | None = None
+        self._entered = False
+        self.unavailable: str | None = None
+        """Why no child can get a namespace here, or ``None``."""
+        if os.geteuid() != 0:
+            self.unavailable = "not started as root"
+            return
+        try:
+            if os.readlink("/proc/self") != str(os.getpid()):
+                self.unavailable = "/proc is not this process's PID namespace's"
+                return
+            self._own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            self.unavailable = f"can't open /proc/self/ns/pid: {exc}"
+
+    def enter(self, disable: Collection[str]) -> str | None:
+        """Make the next child forked pid 1 of a new PID namespace; return ``None``, or why
+        not (then it is forked into the zygote's own). Call :meth:`leave` after the fork."""
+        if "pidns" in disable:
+            return "disabled"
+        if self.unavailable is not None:
+            return self.unavailable
+        if _unshare(_CLONE_NEWPID) != 0:
+            return str(_os_error("unshare(CLONE_NEWPID)"))
+        self._entered = True
+        return None
+
+    def leave(self) -> None:
+        """Fork later children into the zygote's own namespace again (after :meth:`enter`,
+        whether the fork worked or not; a no-op otherwise).
+
+        Raises:
+            OSError: ``setns`` failed. The zygote must then fork nothing more: a child would
+                land in the previous child's namespace.
+        """
+        if self._entered:
+            assert self._own is not None
+            self._entered = False
+            _check(_setns(self._own, _CLONE_NEWPID), "setns(CLONE_NEWPID)")
+
+
+def _ids_from_proc() -> tuple[int, int]:
+    """This process's pid and its parent's as ``/proc`` numbers them (the zygote's namespace:
+    :class:`PidNamespaces` checks it), where ``getpid()`` and ``getppid()`` say 1 and 0."""
+    with open("/proc/self/stat", "rb") as stat:
+        line = stat.read()
+    return int(line.split(b" ", 1)[0]), int(line.rsplit(b")", 1)[1].split()[1])
 
 
 # --------------------------------------------------------------------------------------------
@@ -360,17 +510,26 @@ _SYSCALLS: Final[dict[str, tuple[int | None, int | None]]] = {
     "sendmmsg": (307, 269), "recvmmsg": (299, 243), "shutdown": (48, 210), "bind": (49, 200),
     "listen": (50, 201), "getsockname": (51, 204), "getpeername": (52, 205),
     "setsockopt": (54, 208), "getsockopt": (55, 209),
-    # other processes' memory and descriptors
+    # other processes' memory, descriptors and state: read, write, compare, trace or reap
+    # them (whatever the pid: a script has no use for any of these on itself either)
     "ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271),
     "pidfd_open": (434, 434), "pidfd_getfd": (438, 438), "pidfd_send_signal": (424, 424),
-    "kcmp": (312, 272), "process_madvise": (440, 440),
+    "kcmp": (312, 272), "process_madvise": (440, 440), "process_mrelease": (448, 448),
+    "get_robust_list": (274, 100),  # set_robust_list takes no pid; glibc sets it per thread
+    # another process's scheduling, priority, CPUs and I/O priority, set by pid (or, for
+    # setpriority and ioprio_set, by process group or by uid: every process of the child's
+    # uid). The child needs none of them for itself; reading its own is allowed below.
+    "setpriority": (141, 140), "sched_setparam": (142, 118),
+    "sched_setscheduler": (144, 119), "sched_setaffinity": (203, 122),
+    "sched_setattr": (314, 274), "ioprio_set": (251, 30),
     # namespaces, mounts, roots
     "unshare": (272, 97), "setns": (308, 268), "mount": (165, 40), "umount2": (166, 39),
     "pivot_root": (155, 41), "chroot": (161, 51), "open_tree": (428, 428),
     "move_mount": (429, 429), "fsopen": (430, 430), "fsconfig": (431, 431),
     "fsmount": (432, 432), "fspick": (433, 433), "mount_setattr": (442, 442),
     "name_to_handle_at": (303, 264), "open_by_handle_at": (304, 265),
-    # kernel facilities a script has no use for
+    # kernel facilities a script has no use for (perf_event_open and migrate_pages/move_pages
+    # also take another process's pid)
     "bpf": (321, 280), "perf_event_open": (298, 241), "userfaultfd": (323, 282),
     "keyctl": (250, 219), "add_key": (248, 217), "request_key": (249, 218),
     "io_uring_setup": (425, 425), "io_uring_enter": (426, 426),
@@ -390,17 +549,72 @@ _SYSCALLS: Final[dict[str, tuple[int | None, int | None]]] = {
 }  # fmt: skip
 _CLONE: Final = (56, 220)
 _CLONE3: Final = (435, 435)
-_SIGNAL_CALLS: Final = {  # allowed only when their first argument is the child's own pid
+# Signals: allowed only when their first argument is the child's own pid (in a PID namespace
+# of its own that is 1); not 0 (its process group), -1 (every process it may signal) or -pgid.
+_SIGNAL_CALLS: Final = {
     "kill": (62, 129),
     "tkill": (200, 130),
     "tgkill": (234, 131),
     "rt_sigqueueinfo": (129, 138),
     "rt_tgsigqueueinfo": (297, 240),
 }
+# Calls that name a process by their first argument and read it, or (prlimit64, setpgid) act
+# on it: allowed for 0 (the caller) and the child's own pid only. glibc's getrlimit and
+# setrlimit are prlimit64(0, ...), and a child lowering its own limits once the rlimits
+# layer set them is harmless; the rest read what another run is doing.
+_SELF_CALLS: Final = {
+    "prlimit64": (302, 261),
+    "sched_getaffinity": (204, 123),
+    "sched_getparam": (143, 121),
+    "sched_getscheduler": (145, 120),
+    "sched_getattr": (315, 275),
+    "sched_rr_get_interval": (148, 127),
+    "getpgid": (121, 155),
+    "getsid": (124, 156),
+    "setpgid": (109, 154),  # the kernel allows only the caller and its children anyway
+}
+# Calls that name their target by (which, who): allowed only for one process, who being 0 (the
+# caller) or the child's own pid; not a process group, nor every process of a uid.
+_WHO_CALLS: Final = {
+    "getpriority": ((140, 141), 0),  # PRIO_PROCESS
+    "ioprio_get": ((252, 31), 1),  # IOPRIO_WHO_PROCESS
+}
+# Calls whose first argument is a clock id, which may name another process's (or thread's)
+# CPU clock: ((~pid << 3) | clock), negative. Allowed for every ordinary clock (0 and up) and
+# the caller's own CPU clocks (pid 0: -8 to -1); not another process's CPU time, nor a
+# dynamic clock (a /dev/ptp fd, also negative).
+_CLOCK_CALLS: Final = {
+    "clock_gettime": (228, 113),
+    "clock_getres": (229, 114),
+    "clock_nanosleep": (230, 115),
+    "timer_create": (222, 107),
+}
+_OWN_CPU_CLOCKS: Final = 0xFFFFFFF8  # the clock ids -8 to -1 as unsigned 32-bit words
+# Calls that make the kernel signal a process of the caller's choosing for it, past the
+# signal rules above: SIGIO/SIGURG for a file (fcntl F_SETOWN and F_SETOWN_EX) or a socket
+# (ioctl FIOSETOWN and SIOCSPGRP, on the channel say) go to the owner named there. Denied
+# for those commands (their second argument); every other fcntl and ioctl is allowed.
+_OWNER_CALLS: Final = {
+    "fcntl": ((72, 25), (8, 15)),  # F_SETOWN, F_SETOWN_EX
+    "ioctl": ((16, 29), (0x8901, 0x8902)),  # FIOSETOWN, SIOCSPGRP
+}
+# Allowed whatever their pid: capget (it reads capability sets, and its pid sits in memory a
+# classic filter can't read), wait4 and waitid (only the caller's own children), and
+# set_robust_list (no pid).
 _X32_SYSCALL_BIT: Final = 0x40000000
 
-DENIED_SYSCALLS: Final = (*sorted(_SYSCALLS), "clone (without CLONE_THREAD)", "clone3")
-"""What the seccomp filter denies; see the module docstring for the signal rules."""
+DENIED_SYSCALLS: Final = (
+    *sorted(_SYSCALLS),
+    "clone (without CLONE_THREAD)",
+    "clone3",
+    *(f"{name} (but to the child itself)" for name in _SIGNAL_CALLS),
+    *(f"{name} (but of pid 0 or the child itself)" for name in _SELF_CALLS),
+    *(f"{name} (but of one process, 0 or the child itself)" for name in _WHO_CALLS),
+    *(f"{name} (on another process's CPU clock)" for name in _CLOCK_CALLS),
+    "fcntl (F_SETOWN, F_SETOWN_EX)",
+    "ioctl (FIOSETOWN, SIOCSPGRP)",
+)
+"""What the seccomp filter denies, with the conditions of the calls it denies in part."""
 
 _BPF_LD_W_ABS: Final = 0x20
 _BPF_JEQ: Final = 0x15
@@ -412,7 +626,7 @@ _RET_ERRNO: Final = 0x00050000
 _RET_ALLOW: Final = 0x7FFF0000
 _DATA_NR: Final = 0
 _DATA_ARCH: Final = 4
-_DATA_ARG0_LOW: Final = 16  # little-endian low word of args[0]
+_DATA_ARG_LOW: Final = (16, 24)  # little-endian low words of args[0] and args[1]
 
 
 class _SockFilter(ctypes.Structure):
@@ -434,48 +648,115 @@ def seccomp_arch() -> str | None:
     return machine if machine in _AUDIT_ARCH and sys.byteorder == "little" else None
 
 
+_Instruction = tuple[int, int, str | None, str | None]  # (code, k, true label, false label)
+
+
+def _ret(value: int) -> _Instruction:
+    return (_BPF_RET, value, None, None)
+
+
+def _load_arg(index: int) -> _Instruction:
+    return (_BPF_LD_W_ABS, _DATA_ARG_LOW[index], None, None)
+
+
+_EPERM: Final = _RET_ERRNO | errno.EPERM
+
+
+_OWN_PID: Final = -1  # in an assembled program: the child's own pid (no real k is negative)
+
+
 def build_seccomp_filter(arch: str, own_pid: int) -> list[tuple[int, int, int, int]]:
     """Return the filter as (code, jt, jf, k) instructions for ``arch``.
+
+    The program checks the arch, then the call's number against each rule in turn; a rule
+    that matches ends in a return of its own right after its check (so every jump is short,
+    however many rules there are), and a call no rule names is allowed. The args' checks read
+    the low 32 bits only: every argument checked is an ``int`` (a pid, a clock id, a command)
+    that the kernel truncates to them. It is assembled once per arch (the zygote does it
+    before it forks) and only ``own_pid`` filled in per call.
 
     Raises:
         ValueError: ``arch`` is not supported, or a jump does not fit in 8 bits.
     """
+    return [(c, jt, jf, own_pid if k == _OWN_PID else k) for c, jt, jf, k in _assembled(arch)]
+
+
+@functools.cache
+def _assembled(arch: str) -> tuple[tuple[int, int, int, int], ...]:
+    """The filter for ``arch``, with :data:`_OWN_PID` where the child's own pid goes."""
+    own_pid = _OWN_PID
     column = {"x86_64": 0, "aarch64": 1}[arch]
-    # (code, k, true label, false label); a label of None falls through.
-    program: list[tuple[int, int, str | None, str | None] | str] = [
+    # A label of None falls through; a str in the program is a label for what follows it.
+    program: list[_Instruction | str] = [
         (_BPF_LD_W_ABS, _DATA_ARCH, None, None),
-        (_BPF_JEQ, _AUDIT_ARCH[arch], None, "kill"),
+        (_BPF_JEQ, _AUDIT_ARCH[arch], "native", None),
+        _ret(_RET_KILL_PROCESS),
+        "native",
         (_BPF_LD_W_ABS, _DATA_NR, None, None),
     ]
     if arch == "x86_64":
-        program.append((_BPF_JGE, _X32_SYSCALL_BIT, "kill", None))
-    program.append((_BPF_JEQ, _CLONE3[column], "enosys", None))
-    program.append((_BPF_JEQ, _CLONE[column], "clone", None))
-    for signal_numbers in _SIGNAL_CALLS.values():
-        program.append((_BPF_JEQ, signal_numbers[column], "signal", None))
-    for numbers in _SYSCALLS.values():
-        number = numbers[column]
-        if number is not None:
-            program.append((_BPF_JEQ, number, "eperm", None))
-    program += [
-        (_BPF_RET, _RET_ALLOW, None, None),
-        "clone",
-        (_BPF_LD_W_ABS, _DATA_ARG0_LOW, None, None),
-        (_BPF_JSET, _CLONE_THREAD, "allow", "eperm"),
-        "signal",
-        (_BPF_LD_W_ABS, _DATA_ARG0_LOW, None, None),
-        (_BPF_JEQ, own_pid, "allow", "eperm"),
-        "eperm",
-        (_BPF_RET, _RET_ERRNO | errno.EPERM, None, None),
-        "enosys",
-        (_BPF_RET, _RET_ERRNO | errno.ENOSYS, None, None),
-        "kill",
-        (_BPF_RET, _RET_KILL_PROCESS, None, None),
-        "allow",
-        (_BPF_RET, _RET_ALLOW, None, None),
-    ]
+        program += [(_BPF_JGE, _X32_SYSCALL_BIT, None, "x86_64"), _ret(_RET_KILL_PROCESS)]
+        program.append("x86_64")
+
+    def rule(name: str, number: int | None, *body: _Instruction | str) -> None:
+        """``body``, whose labels are its own and which ends in a return, decides the call
+        numbered ``number`` (none on this arch: no rule)."""
+        if number is None:
+            return
+
+        def mine(label: str | None) -> str | None:
+            return None if label is None else f"{name}:{label}"
+
+        program.append((_BPF_JEQ, number, None, mine("next")))
+        for item in body:
+            if isinstance(item, str):
+                program.append(f"{name}:{item}")
+            else:
+                program.append((item[0], item[1], mine(item[2]), mine(item[3])))
+        program.append(f"{name}:next")
+
+    allow, deny = _ret(_RET_ALLOW), _ret(_EPERM)
+    rule("clone3", _CLONE3[column], _ret(_RET_ERRNO | errno.ENOSYS))
+    rule(  # threads only
+        "clone", _CLONE[column],
+        _load_arg(0), (_BPF_JSET, _CLONE_THREAD, None, "no"), allow, "no", deny,
+    )  # fmt: skip
+    for name, numbers in _SIGNAL_CALLS.items():
+        rule(
+            name, numbers[column],
+            _load_arg(0), (_BPF_JEQ, own_pid, None, "no"), allow, "no", deny,
+        )  # fmt: skip
+    for name, numbers in _SELF_CALLS.items():
+        rule(
+            name, numbers[column],
+            _load_arg(0), (_BPF_JEQ, 0, "yes", None), (_BPF_JEQ, own_pid, "yes", None), deny,
+            "yes", allow,
+        )  # fmt: skip
+    for name, (numbers, which) in _WHO_CALLS.items():
+        rule(
+            name, numbers[column],
+            _load_arg(0), (_BPF_JEQ, which, None, "no"),
+            _load_arg(1), (_BPF_JEQ, 0, "yes", None), (_BPF_JEQ, own_pid, "yes", "no"),
+            "yes", allow, "no", deny,
+        )  # fmt: skip
+    for name, numbers in _CLOCK_CALLS.items():
+        rule(
+            name, numbers[column],
+            _load_arg(0), (_BPF_JGE, 0x80000000, None, "yes"),
+            (_BPF_JGE, _OWN_CPU_CLOCKS, "yes", None), deny, "yes", allow,
+        )  # fmt: skip
+    for name, (numbers, commands) in _OWNER_CALLS.items():
+        rule(
+            name, numbers[column],
+            _load_arg(1), *((_BPF_JEQ, command, "no", None) for command in commands), allow,
+            "no", deny,
+        )  # fmt: skip
+    for name, on_each_arch in _SYSCALLS.items():
+        rule(name, on_each_arch[column], deny)
+    program.append(allow)
+
     labels: dict[str, int] = {}
-    instructions: list[tuple[int, int, str | None, str | None]] = []
+    instructions: list[_Instruction] = []
     for item in program:
         if isinstance(item, str):
             labels[item] = len(instructions)
@@ -490,18 +771,34 @@ def build_seccomp_filter(arch: str, own_pid: int) -> list[tuple[int, int, int, i
             raise ValueError(f"jump to {label} does not fit: {distance}")
         return distance
 
-    return [
+    return tuple(
         (code, offset(i, true), offset(i, false), k)
         for i, (code, k, true, false) in enumerate(instructions)
-    ]
+    )
+
+
+@functools.cache
+def seccomp_template(arch: str) -> tuple[ctypes.Array[_SockFilter], tuple[int, ...]]:
+    """The filter for ``arch`` as the kernel reads it, made once (the zygote does it before it
+    forks), and the indices of the instructions that compare with the child's own pid (0
+    there): a child copies it and fills its pid in.
+
+    Raises:
+        ValueError: as :func:`build_seccomp_filter`.
+    """
+    instructions = _assembled(arch)
+    array = (_SockFilter * len(instructions))(
+        *(_SockFilter(code, jt, jf, 0 if k == _OWN_PID else k) for code, jt, jf, k in instructions)
+    )
+    return array, tuple(i for i, (*_, k) in enumerate(instructions) if k == _OWN_PID)
 
 
 def _install_seccomp(arch: str) -> None:
-    instructions = build_seccomp_filter(arch, os.getpid())
-    array = (_SockFilter * len(instructions))(
-        *(_SockFilter(code, jt, jf, k) for code, jt, jf, k in instructions)
-    )
-    program = _SockFprog(len(instructions), array)
+    template, own_pid_at = seccomp_template(arch)
+    array = type(template).from_buffer_copy(template)
+    for index in own_pid_at:
+        array[index].k = os.getpid()
+    program = _SockFprog(len(array), array)
     _check(
         _prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(program), 0, 0),
         "prctl(PR_SET_SECCOMP)",
@@ -560,13 +857,13 @@ def _apply_rlimits(limits: ChildLimits) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.max_open_files, limits.max_open_files))
 
 
-def _drop_uid(*, hand_over_out: bool) -> None:
+def _drop_uid(child_id: int, *, hand_over_out: bool) -> None:
     if hand_over_out:  # the workspace's out/ (relative to the cwd, which is the workspace)
         with contextlib.suppress(FileNotFoundError):
-            os.chown("out", UNPRIVILEGED_ID, UNPRIVILEGED_ID)
+            os.chown("out", child_id, child_id)
     os.setgroups([])
-    os.setresgid(UNPRIVILEGED_ID, UNPRIVILEGED_ID, UNPRIVILEGED_ID)
-    os.setresuid(UNPRIVILEGED_ID, UNPRIVILEGED_ID, UNPRIVILEGED_ID)
+    os.setresgid(child_id, child_id, child_id)
+    os.setresuid(child_id, child_id, child_id)
     try:
         os.setuid(0)
     except PermissionError:
@@ -576,11 +873,15 @@ def _drop_uid(*, hand_over_out: bool) -> None:
     resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
 
 
-def _watch_parent(parent: int) -> None:
+def _watch_parent(parent: int, *, own_namespace: bool) -> int:
+    """Arm the parent-death signal and return this process's pid as the zygote numbers it;
+    exit at once if the zygote is already gone."""
     # Set after the uid drop: a credential change clears the parent-death signal.
     _check(_prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
-    if os.getppid() != parent:
+    pid, ppid = _ids_from_proc() if own_namespace else (os.getpid(), os.getppid())
+    if ppid != parent:
         os._exit(70)  # the zygote died before the signal was armed
+    return pid
 
 
 def apply_isolation(
@@ -589,6 +890,8 @@ def apply_isolation(
     limits: ChildLimits,
     keep_fds: Sequence[int],
     parent_pid: int,
+    pid_namespace: str | None,
+    child_id: int,
     disable: Collection[str] = frozenset(),
 ) -> tuple[list[int], IsolationReport]:
     """Isolate the calling process (a fresh child) and report what is in force.
@@ -598,6 +901,9 @@ def apply_isolation(
         limits: the OS limits to apply.
         keep_fds: the channel's fds; everything else is closed.
         parent_pid: the zygote's pid; the child is killed if it dies.
+        pid_namespace: ``None`` when the zygote forked this child as pid 1 of a PID namespace
+            of its own (:meth:`PidNamespaces.enter`), else the reason it did not.
+        child_id: the uid and gid the ``uid`` layer drops to (:meth:`ChildIds.take`).
         disable: OS layers to skip (reason ``disabled``); for tests of single layers and the
             security suite's "OS layers off" mode only.
 
@@ -612,6 +918,10 @@ def apply_isolation(
     kept = _hygiene(workspace, keep_fds)
     report = IsolationReport()
     root = os.geteuid() == 0
+    if pid_namespace is None:
+        report.applied.append("pidns")
+    else:
+        report.skip("pidns", pid_namespace)
 
     def wanted(layer: Layer, *, needs_root: bool = False) -> bool:
         if layer in disable:
@@ -646,12 +956,12 @@ def apply_isolation(
 
     if wanted("uid", needs_root=True):
         try:
-            _drop_uid(hand_over_out=True)
+            _drop_uid(child_id, hand_over_out=True)
         except OSError as exc:
-            report.skip("uid", f"could not drop to uid {UNPRIVILEGED_ID}: {exc}")
+            report.skip("uid", f"could not drop to uid {child_id}: {exc}")
         else:
             report.applied.append("uid")
-    _watch_parent(parent_pid)
+    report.pid = _watch_parent(parent_pid, own_namespace=pid_namespace is None)
 
     seccomp = wanted("seccomp")
     if landlock is None and not seccomp:
@@ -692,6 +1002,26 @@ def apply_isolation(
 # Probing (for `scriptbridge doctor`)
 
 
+def _probe_pid_namespace() -> str | None:
+    """Fork a child as the zygote would, as pid 1 of a namespace of its own; ``None`` if it
+    was, else why not."""
+    namespaces = PidNamespaces()
+    reason = namespaces.enter(())
+    if reason is not None:
+        return reason
+    parent = os.getpid()
+    try:
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the probe's child
+            os._exit(0 if os.getpid() == 1 and _ids_from_proc()[1] == parent else 1)
+    except OSError as exc:
+        return f"could not fork into a PID namespace: {exc}"
+    finally:
+        namespaces.leave()
+    _, status = os.waitpid(pid, 0)
+    return None if status == 0 else "a child forked into a PID namespace was not pid 1 of it"
+
+
 def _probe_in_child() -> dict[str, str | None]:
     results: dict[str, str | None] = {}
     try:
@@ -708,6 +1038,7 @@ def _probe_in_child() -> dict[str, str | None]:
     except (OSError, ValueError) as exc:
         results["rlimits"] = f"setrlimit failed: {exc}"
     root = os.geteuid() == 0
+    results["pidns"] = _probe_pid_namespace()
     if not root:
         results["netns"] = results["uid"] = "not started as root"
     else:
@@ -724,10 +1055,10 @@ def _probe_in_child() -> dict[str, str | None]:
         )
     if root:
         try:
-            _drop_uid(hand_over_out=False)
+            _drop_uid(_PROBE_ID, hand_over_out=False)
             results["uid"] = None
         except OSError as exc:
-            results["uid"] = f"could not drop to uid {UNPRIVILEGED_ID}: {exc}"
+            results["uid"] = f"could not drop to uid {_PROBE_ID}: {exc}"
     try:
         _set_no_new_privs()
     except OSError as exc:

@@ -811,6 +811,7 @@ def _run(session: _Session, source: str, *, restricted: bool) -> RunError | tupl
 def serve(
     channel: BlockingChannel,
     *,
+    pid: int | None = None,
     applied: Sequence[Layer],
     skipped: Sequence[SkippedLayer],
     restricted: bool,
@@ -828,12 +829,15 @@ def serve(
     returning once the script has run, right after the last message and before anything of
     the script's is released: no finalizer of the script's (a suspended generator's
     ``finally``) runs after ``done``, and the host sees the exit as soon as it could.
+
+    ``ready`` gives ``pid`` (the pid the host knows this child by), or ``os.getpid()`` when it
+    is not given; a child in a PID namespace of its own is pid 1 there.
     """
     layers = set(applied) | ({"restricted-python"} if restricted else set())
     missing = [] if restricted else [SkippedLayer(layer="restricted-python", reason="disabled")]
     ready = Ready(
         protocol=PROTOCOL_VERSION,
-        pid=os.getpid(),
+        pid=os.getpid() if pid is None else pid,
         isolation=[layer for layer in LAYER_NAMES if layer in layers],
         skipped=[*missing, *skipped],
     )

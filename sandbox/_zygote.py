@@ -4,17 +4,20 @@ One long-lived process (started by :meth:`ZygoteProcess.start` with an empty env
 session of its own, holding only its end of a Unix ``SOCK_SEQPACKET`` socket) has already
 imported and exercised RestrictedPython, msgpack, pydantic, the protocol, the runtime and the
 allowlisted modules. For each ``spawn`` request it receives the child's ends of its channel
-(:func:`open_channel`) over the socket (``SCM_RIGHTS``), forks, and the child isolates itself
-(:mod:`sandbox._isolation`), primes itself (:func:`sandbox._runtime.prime`: the pages a run
-touches are copied before it says ``ready``, not between ``start`` and ``done``) and serves
-exactly one script (:func:`sandbox._runtime.serve`); it exits right after its last message,
-before anything of the script's is released, so no script code runs after ``done``. The zygote
-sets malloc to keep and reuse freed memory (:func:`_keep_freed_memory`), for itself and every
-child. The zygote reaps every child (through a pidfd each) and reports its exit status and
+(:func:`open_channel`) over the socket (``SCM_RIGHTS``), forks (as root, the child is pid 1 of
+a PID namespace of its own: :class:`~sandbox._isolation.PidNamespaces`), and the child
+isolates itself (:mod:`sandbox._isolation`), primes itself (:func:`sandbox._runtime.prime`: the
+pages a run touches are copied before it says ``ready``, not between ``start`` and ``done``) and
+serves exactly one script (:func:`sandbox._runtime.serve`); it exits right after its last
+message, before anything of the script's is released, so no script code runs after ``done``.
+The zygote sets malloc to keep and reuse freed memory (:func:`_keep_freed_memory`), for itself
+and every child. The zygote reaps every child (through a pidfd each) and reports its exit status and
 resource use on ``wait``. No child ever runs a second script, and a child never returns into
 the zygote's loop. When root, the zygote lives in a mount namespace of its own and puts each
 child's ``out/`` on a tmpfs of the run's disk quota before the fork, which it copies to the
 disk and unmounts when it reaps the child, before it reports the exit (:mod:`sandbox._quota`).
+As root, each child also gets a uid and gid of its own (:class:`~sandbox._isolation.ChildIds`),
+held until it is reaped.
 
 Requests and replies are small msgpack maps, one per datagram, validated by pydantic on both
 ends. When the requester's end of the socket closes, the zygote kills every child it still has,
@@ -47,7 +50,16 @@ import msgpack
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from . import _runtime
-from ._isolation import ChildLimits, IsolationError, apply_isolation, python_paths
+from ._isolation import (
+    ChildIds,
+    ChildLimits,
+    IsolationError,
+    PidNamespaces,
+    apply_isolation,
+    python_paths,
+    seccomp_arch,
+    seccomp_template,
+)
 from ._quota import OutMount, enter_private_mounts
 from .protocol import BlockingChannel, Layer, ProtocolError, RunError
 
@@ -478,7 +490,10 @@ class ZygoteClient:
 
     def kill(self, pid: int, sig: int = signal.SIGKILL, timeout: float | None = 10.0) -> bool:
         """Send ``sig`` to child ``pid`` through the zygote (race-free: by pidfd, before
-        reaping). Returns whether it was delivered (false once the child has exited)."""
+        reaping). Returns whether it was delivered (false once the child has exited).
+
+        A child in a PID namespace of its own (the ``pidns`` layer) is that namespace's init:
+        of the signals it has no handler for, it takes only ``SIGKILL`` and ``SIGSTOP``."""
         request = _Kill(req_id=self._new_id(), pid=pid, signal=int(sig))
         self._send(request)
         reply = self._await(request.req_id, timeout)
@@ -591,6 +606,9 @@ class _Server:
         self.pid = os.getpid()
         self.selector = selectors.DefaultSelector()
         self.selector.register(sock, selectors.EVENT_READ, None)
+        self.pid_namespaces = PidNamespaces()
+        self.child_ids = ChildIds(start=int.from_bytes(os.urandom(2), "little"))
+        self.ids: dict[int, int] = {}  # live child pid -> its uid and gid (ChildIds)
         self.pidfds: dict[int, int] = {}  # live child pid -> pidfd
         self.mounts = mounts  # None once in a mount namespace of its own; else why not
         self.outs: dict[int, OutMount] = {}  # live child pid -> the tmpfs on its out/
@@ -646,8 +664,20 @@ class _Server:
             return
         out, unmounted = self.mount_out(request)
         try:
+            child_id = self.child_ids.take()
+        except LookupError as exc:
+            for fd in fds:
+                os.close(fd)
+            if out is not None:
+                out.finish()
+            self.reply(_Failed(req_id=request.req_id, message=str(exc)))
+            return
+        pid_namespace = self.pid_namespaces.enter(request.disable)
+        try:
             pid = os.fork()
         except OSError as exc:
+            self.pid_namespaces.leave()
+            self.child_ids.release(child_id)
             for fd in fds:
                 os.close(fd)
             if out is not None:
@@ -657,9 +687,11 @@ class _Server:
         if pid == 0:  # pragma: no cover - the child; coverage can't follow it
             status = 70
             try:
-                status = self.child(request, fds, out, unmounted)
+                status = self.child(request, fds, out, unmounted, pid_namespace, child_id)
             finally:
                 os._exit(status)
+        self.pid_namespaces.leave()  # if this raises, the zygote exits: its children die too
+        self.ids[pid] = child_id
         for fd in fds:
             os.close(fd)
         if out is not None:
@@ -686,7 +718,13 @@ class _Server:
         return out, None
 
     def child(  # pragma: no cover - in the child
-        self, request: _Spawn, fds: list[int], out: OutMount | None, unmounted: str | None
+        self,
+        request: _Spawn,
+        fds: list[int],
+        out: OutMount | None,
+        unmounted: str | None,
+        pid_namespace: str | None,
+        child_id: int,
     ) -> int:
         self.selector.close()
         self.sock.close()
@@ -702,6 +740,8 @@ class _Server:
                 limits=request.limits,
                 keep_fds=fds,
                 parent_pid=self.pid,
+                pid_namespace=pid_namespace,
+                child_id=child_id,
                 disable=frozenset(request.disable),
             )
         except IsolationError as exc:
@@ -718,6 +758,7 @@ class _Server:
         _runtime.prime()
         return _runtime.serve(
             channel,
+            pid=report.pid,
             applied=report.applied,
             skipped=report.skipped,
             restricted="restricted-python" not in request.disable,
@@ -730,6 +771,7 @@ class _Server:
         os.close(pidfd)
         _, status, usage = os.wait4(pid, 0)
         out = self.outs.pop(pid, None)
+        self.child_ids.release(self.ids.pop(pid))  # no process holds it any more
         exited = _Exited(
             req_id=1,
             pid=pid,
@@ -811,5 +853,7 @@ def main(fd: int) -> None:
     _keep_freed_memory()
     _runtime.warm_up()
     python_paths()
+    if (arch := seccomp_arch()) is not None:
+        seccomp_template(arch)  # made once, here, for every child
     _Server(sock, mounts).run()
     sys.exit(0)

@@ -179,7 +179,7 @@ PlainData: TypeAlias = Annotated[Any, AfterValidator(check_plain)]
 # Messages
 
 Layer: TypeAlias = Literal[
-    "restricted-python", "rlimits", "seccomp", "landlock", "netns", "uid", "quota"
+    "restricted-python", "rlimits", "seccomp", "landlock", "netns", "pidns", "uid", "quota"
 ]
 """The isolation layers a child reports by name."""
 
@@ -189,6 +189,7 @@ LAYER_NAMES: Final[tuple[Layer, ...]] = (
     "seccomp",
     "landlock",
     "netns",
+    "pidns",
     "uid",
     "quota",
 )
@@ -239,9 +240,10 @@ class RunLimits(_Message):
 class Ready(_Message):
     """Child -> host, first message: isolation is in force and the child awaits ``start``.
 
-    ``isolation`` lists the layers in force, in the order applied; ``skipped`` names every
-    layer that was not applied with the reason. ``restricted-python`` is listed here when the
-    script will be compiled by the restricted compiler.
+    ``pid`` is the child's pid as the host numbers it (in a PID namespace of its own the
+    child is pid 1). ``isolation`` lists the layers in force, in the order applied; ``skipped``
+    names every layer that was not applied with the reason. ``restricted-python`` is listed
+    here when the script will be compiled by the restricted compiler.
     """
 
     op: Literal["ready"] = "ready"

@@ -57,7 +57,16 @@ def test_doctor_lists_every_layer() -> None:
     """doctor prints one line per isolation layer."""
     done = cli("doctor")
     assert done.returncode == 0
-    for layer in ("restricted-python", "rlimits", "seccomp", "landlock", "netns", "uid", "quota"):
+    for layer in (
+        "restricted-python",
+        "rlimits",
+        "seccomp",
+        "landlock",
+        "netns",
+        "pidns",
+        "uid",
+        "quota",
+    ):
         assert layer in done.stdout
 
 

@@ -8,23 +8,39 @@ the other layers are disabled so that the one under test is the only one left.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import re
+import shutil
 import signal
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
 import pytest
 
 from sandbox._isolation import (
+    _CLOCK_CALLS,
+    _CLONE,
+    _CLONE3,
+    _OWNER_CALLS,
+    _SELF_CALLS,
+    _SIGNAL_CALLS,
+    _SYSCALLS,
+    _WHO_CALLS,
+    CHILD_ID_BASE,
+    CHILD_ID_SLOTS,
     DENIED_SYSCALLS,
     OS_LAYERS,
+    ChildIds,
     ChildLimits,
     build_seccomp_filter,
     probe_layers,
+    seccomp_template,
 )
-from sandbox.protocol import LAYER_NAMES
+from sandbox._zygote import SpawnedChild, ZygoteProcess
+from sandbox.protocol import LAYER_NAMES, BlockingChannel, Ready
 from sandbox.testing import RunRecord
 
 Run = Callable[..., RunRecord]
@@ -46,7 +62,8 @@ def attempt(action):
 
 ALL_OS = set(OS_LAYERS)
 ROOT = os.geteuid() == 0
-needs_root = pytest.mark.skipif(not ROOT, reason="the netns and uid layers need root")
+ROOT_ONLY = ("netns", "pidns", "uid", "quota")
+needs_root = pytest.mark.skipif(not ROOT, reason="the netns, pidns and uid layers need root")
 
 
 def only(*layers: str) -> set[str]:
@@ -66,6 +83,42 @@ def escape(run: Run) -> Callable[..., RunRecord]:
     return runner
 
 
+@contextlib.contextmanager
+def idle_child(
+    zygote: ZygoteProcess, directory: Path, disable: Collection[str] = ()
+) -> Iterator[SpawnedChild]:
+    """A child of another run (every layer on but those in ``disable``), ready and waiting for
+    its script; let go and reaped at the end."""
+    (directory / "refs").mkdir(parents=True)
+    (directory / "out").mkdir()
+    os.chmod(directory, 0o755)
+    child = zygote.client.spawn(directory, ChildLimits(), disable=disable)
+    try:
+        assert isinstance(BlockingChannel(child.from_child, child.to_child).receive_child(), Ready)
+        yield child
+    finally:
+        os.close(child.to_child)
+        os.close(child.from_child)
+        zygote.client.wait(child.pid, timeout=10)
+
+
+@pytest.fixture
+def other_run(zygote: ZygoteProcess, tmp_path: Path) -> Iterator[int]:
+    """The pid of a concurrent, unrelated run's child (see :func:`idle_child`)."""
+    with idle_child(zygote, tmp_path / "other") as child:
+        yield child.pid
+
+
+def ids_of(pid: int) -> list[list[int]]:
+    """The real, effective, saved and file-system uids and gids of ``pid``, from /proc."""
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return [
+        [int(field) for field in line.split()[1:]]
+        for line in lines
+        if line.startswith(("Uid:", "Gid:"))
+    ]
+
+
 @pytest.fixture
 def listener() -> Iterator[socket.socket]:
     """A TCP socket listening on the host's loopback."""
@@ -77,7 +130,7 @@ def test_all_layers_reported(run: Run) -> None:
     """A default child reports every layer this machine can apply, and skips none."""
     record = run("1")
     assert record.ready is not None
-    expected = [layer for layer in LAYER_NAMES if ROOT or layer not in ("netns", "uid", "quota")]
+    expected = [layer for layer in LAYER_NAMES if ROOT or layer not in ROOT_ONLY]
     assert record.isolation == expected
     assert all(skipped.layer not in expected for skipped in record.ready.skipped)
 
@@ -90,6 +143,13 @@ def test_disabled_layers_are_reported_with_reason(run: Run) -> None:
     assert {(s.layer, s.reason) for s in record.ready.skipped} == {
         (layer, "disabled") for layer in OS_LAYERS
     }
+
+
+def test_probe_layers_reports_the_pid_namespace() -> None:
+    """doctor's probe says whether a child can get a PID namespace of its own: yes as root."""
+    (probe,) = [probe for probe in probe_layers() if probe.layer == "pidns"]
+    expected = (True, None) if ROOT else (False, "not started as root")
+    assert (probe.available, probe.reason) == expected
 
 
 def test_probe_layers_is_consistent() -> None:
@@ -260,18 +320,33 @@ def write(path):
 
 @needs_root
 def test_uid_layer_drops_root(escape: Callable[..., RunRecord]) -> None:
-    """uid alone: the child runs as 65534 and cannot get root back, nor read /etc/shadow."""
+    """uid alone: the child runs as an id of the private range, as uid and gid, and cannot get
+    root back, nor read /etc/shadow."""
     code = """
 [os.getresuid(), os.getresgid(), os.getgroups(), attempt(lambda: os.setuid(0)),
  attempt(lambda: realopen("/etc/shadow").read())]
 """
-    assert escape(code, keep=("uid",)).value == [
-        [65534] * 3,
-        [65534] * 3,
-        [],
-        ["denied", errno.EPERM],
-        ["denied", errno.EACCES],
-    ]
+    uids, gids, groups, *denied = escape(code, keep=("uid",)).value
+    assert uids == gids == [uids[0]] * 3
+    assert CHILD_ID_BASE <= uids[0] < CHILD_ID_BASE + CHILD_ID_SLOTS
+    assert groups == []
+    assert denied == [["denied", errno.EPERM], ["denied", errno.EACCES]]
+
+
+def test_child_ids_go_round_and_skip_those_still_held() -> None:
+    """Ids are handed out round-robin from the start slot, never one a live child still holds,
+    and one comes back only once it was released (its child reaped)."""
+    ids = ChildIds(start=1, slots=3)
+    first, second, third = ids.take(), ids.take(), ids.take()
+    assert [first, second, third] == [CHILD_ID_BASE + 1, CHILD_ID_BASE + 2, CHILD_ID_BASE]
+    with pytest.raises(LookupError):
+        ids.take()
+    ids.release(second)
+    assert ids.take() == second  # the only free one, though not next in turn
+    ids.release(third)
+    ids.release(first)
+    assert ids.take() == third  # next in turn after second, then first
+    assert ids.take() == first
 
 
 def test_seccomp_denies_setuid(escape: Callable[..., RunRecord]) -> None:
@@ -399,3 +474,278 @@ def test_seccomp_filter_builds_for_both_arches() -> None:
             if code in (0x15, 0x35, 0x45):  # conditional jumps land inside the program
                 assert index + 1 + max(jt, jf) < len(program)
     assert "execve" in DENIED_SYSCALLS and "clone3" in DENIED_SYSCALLS
+
+
+CROSS_PROCESS = """
+resource = sysmod.modules["resource"]
+other = inputs["other"]
+[attempt(lambda: resource.prlimit(other, resource.RLIMIT_NOFILE, (16, 16))),
+ attempt(lambda: resource.prlimit(other, resource.RLIMIT_NOFILE)),
+ attempt(lambda: os.setpriority(os.PRIO_PROCESS, other, 19)),
+ attempt(lambda: os.sched_setaffinity(other, os.sched_getaffinity(0))),
+ attempt(lambda: os.sched_setscheduler(other, os.SCHED_IDLE, os.sched_param(0))),
+ attempt(lambda: os.kill(other, 0))]
+"""
+
+
+@needs_root
+@pytest.mark.parametrize(
+    ("layer", "error"),
+    [("pidns", errno.ESRCH), ("uid", errno.EPERM), ("seccomp", errno.EPERM)],
+)
+def test_each_of_three_layers_alone_keeps_a_run_off_another(
+    escape: Callable[..., RunRecord], other_run: int, layer: str, error: int
+) -> None:
+    """pidns, uid or seccomp alone: the child can't lower another run's open-file limit (nor
+    read it), renice it, move it to other CPUs, change its scheduling or signal it."""
+    record = escape(CROSS_PROCESS, keep=(layer,), inputs={"other": other_run})
+    assert record.value == [["denied", error]] * 6
+
+
+def test_without_os_layers_a_run_reaches_another(
+    escape: Callable[..., RunRecord], zygote: ZygoteProcess, tmp_path: Path
+) -> None:
+    """Control: with every OS layer off for both runs (one uid, one PID namespace), the same
+    calls on the other run's child succeed."""
+    with idle_child(zygote, tmp_path / "other", disable=ALL_OS) as other:
+        record = escape(CROSS_PROCESS, keep=(), inputs={"other": other.pid})
+    assert [outcome[0] for outcome in record.value] == ["ok"] * 6
+
+
+@needs_root
+def test_pidns_child_is_alone_in_its_namespace(
+    escape: Callable[..., RunRecord], other_run: int, zygote: ZygoteProcess
+) -> None:
+    """pidns alone: the child is pid 1 of a namespace of its own, its parent is outside it, and
+    another run's child, the zygote and the host don't exist for it; the host still knows it
+    by its own pid."""
+    code = """
+[os.getpid(), os.getppid(), attempt(lambda: os.kill(inputs["other"], 0)),
+ attempt(lambda: os.kill(inputs["zygote"], 0)), attempt(lambda: os.kill(inputs["host"], 0)),
+ attempt(lambda: os.kill(-1, 0)), attempt(lambda: os.kill(1, 0))]
+"""
+    inputs = {"other": other_run, "zygote": zygote.pid, "host": os.getpid()}
+    record = escape(code, keep=("pidns",), inputs=inputs)
+    assert record.value == [1, 0, *[["denied", errno.ESRCH]] * 4, ["ok", None]]
+    assert record.ready is not None and record.exit is not None
+    assert record.ready.pid == record.exit.pid != 1
+    assert "pidns" in record.isolation
+
+
+@needs_root
+def test_pidns_can_be_disabled(escape: Callable[..., RunRecord]) -> None:
+    """``disable={"pidns"}`` forks the child into the zygote's PID namespace, and says so."""
+    record = escape("[os.getpid(), os.getppid()]", keep=tuple(ALL_OS - {"pidns"}))
+    assert record.ready is not None and record.exit is not None
+    assert record.value[0] == record.exit.pid != 1 and record.value[1] != 0
+    assert "pidns" not in record.isolation
+    assert ("pidns", "disabled") in {(s.layer, s.reason) for s in record.ready.skipped}
+
+
+@needs_root
+def test_signals_to_itself_still_work_as_pid_1(escape: Callable[..., RunRecord]) -> None:
+    """pidns and seccomp: the filter's own-pid rule still means the child itself when it is
+    pid 1 of its namespace (kill and a thread's tgkill), and nothing else (pid 0, -1)."""
+    code = """
+signalmod = sysmod.modules["signal"]
+threading = sysmod.modules["threading"]
+[attempt(lambda: os.kill(os.getpid(), 0)),
+ attempt(lambda: signalmod.pthread_kill(threading.get_ident(), 0)),
+ attempt(lambda: os.kill(0, 0)), attempt(lambda: os.kill(-1, 0))]
+"""
+    assert escape(code, keep=("pidns", "seccomp")).value == [
+        ["ok", None],
+        ["ok", None],
+        ["denied", errno.EPERM],
+        ["denied", errno.EPERM],
+    ]
+
+
+SELF_CALLS = """
+resource = sysmod.modules["resource"]
+time = sysmod.modules["time"]
+nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
+[attempt(lambda: resource.prlimit(0, resource.RLIMIT_NOFILE) == nofile),
+ attempt(lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (nofile[0] - 1, nofile[1]))),
+ attempt(lambda: os.getpriority(os.PRIO_PROCESS, 0)),
+ attempt(lambda: len(os.sched_getaffinity(0)) > 0),
+ attempt(lambda: os.sched_getscheduler(0)),
+ attempt(lambda: os.getsid(0) == os.getpgid(0)),
+ attempt(lambda: time.clock_gettime(time.CLOCK_PROCESS_CPUTIME_ID) > 0),
+ attempt(lambda: os.setpriority(os.PRIO_PROCESS, 0, 1)),
+ attempt(lambda: os.sched_setaffinity(0, os.sched_getaffinity(0))),
+ attempt(lambda: os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0)))]
+"""
+
+
+@needs_root
+def test_seccomp_lets_a_child_read_and_lower_its_own_limits(
+    escape: Callable[..., RunRecord],
+) -> None:
+    """pidns and seccomp: a child may still read its own limits, nice value, CPUs, scheduling,
+    session and CPU clock, and lower its own limits; setting its priority, CPUs or scheduling
+    is denied, as it is for any process."""
+    assert escape(SELF_CALLS, keep=("pidns", "seccomp")).value == [
+        ["ok", True],
+        ["ok", None],
+        ["ok", 0],
+        ["ok", True],
+        ["ok", 0],
+        ["ok", True],
+        ["ok", True],
+        *[["denied", errno.EPERM]] * 3,
+    ]
+
+
+@needs_root
+def test_cpu_limit_in_a_pid_namespace_ends_with_sigkill(run: Run) -> None:
+    """As pid 1 of its namespace a child ignores SIGXCPU, so the hard limit's SIGKILL ends a CPU
+    loop, past the limit (which the host reports as CpuTimeExceeded)."""
+    record = run("while True:\n    pass", limits=ChildLimits(cpu_s=1))
+    assert "pidns" in record.isolation
+    assert record.final is None and record.exit is not None
+    assert record.exit.returncode == -signal.SIGKILL and record.exit.cpu_s >= 1
+
+
+@needs_root
+def test_concurrent_children_have_different_ids(zygote: ZygoteProcess, tmp_path: Path) -> None:
+    """Two live children of one zygote never share a uid or gid, each from the private range."""
+    with (
+        idle_child(zygote, tmp_path / "a") as first,
+        idle_child(zygote, tmp_path / "b") as second,
+    ):
+        first_ids, second_ids = ids_of(first.pid), ids_of(second.pid)
+    for uids, gids in (first_ids, second_ids):
+        assert len(set(uids)) == 1 and uids == gids
+        assert CHILD_ID_BASE <= uids[0] < CHILD_ID_BASE + CHILD_ID_SLOTS
+    assert first_ids[0][0] != second_ids[0][0]
+
+
+@needs_root
+def test_the_host_can_read_list_and_remove_what_a_child_left_in_out(
+    escape: Callable[..., RunRecord], workspace: Path
+) -> None:
+    """uid alone: the child writes in out/ as its own id (a directory and a file it made
+    unreadable included), and the host, as root, can still read, list and remove all of it."""
+    code = """
+os.mkdir("out/kept")
+with realopen("out/kept/note.txt", "w") as handle:
+    handle.write("left behind")
+os.chmod("out/kept/note.txt", 0)
+os.chmod("out/kept", 0)
+[os.getuid(), os.stat("out").st_uid]
+"""
+    uid, owner = escape(code, keep=("uid",)).value
+    assert owner == uid and CHILD_ID_BASE <= uid < CHILD_ID_BASE + CHILD_ID_SLOTS
+    kept = workspace / "out" / "kept"
+    assert kept.stat().st_uid == uid and os.listdir(kept) == ["note.txt"]
+    assert (kept / "note.txt").read_text() == "left behind"
+    shutil.rmtree(workspace / "out")
+    assert not (workspace / "out").exists()
+
+
+ON_ANOTHER = """
+resource = sysmod.modules["resource"]
+time = sysmod.modules["time"]
+stat = sysmod.modules["stat"]
+ctypes = sysmod.modules["ctypes"]
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+other = inputs["other"]
+NR = {"x86_64": {"ioprio_get": 252, "get_robust_list": 274},
+      "aarch64": {"ioprio_get": 31, "get_robust_list": 100}}[os.uname().machine]
+def checked(result):
+    if result < 0:
+        raise OSError(ctypes.get_errno(), "libc")
+    return result
+def sc(name, *args):
+    return checked(libc.syscall(ctypes.c_long(NR[name]), *[ctypes.c_long(a) for a in args]))
+r, w = os.pipe()
+def is_socket(fd):
+    return attempt(lambda: stat.S_ISSOCK(os.fstat(fd).st_mode)) == ["ok", True]
+(sock,) = [fd for fd in range(3, 64) if is_socket(fd)]
+owner = ctypes.c_int(other)
+head, size = ctypes.c_void_p(), ctypes.c_size_t()
+[attempt(lambda: os.getpriority(os.PRIO_PROCESS, other)),
+ attempt(lambda: os.getpriority(os.PRIO_USER, 0)),
+ attempt(lambda: len(os.sched_getaffinity(other)) > 0),
+ attempt(lambda: os.sched_getscheduler(other)),
+ attempt(lambda: os.getsid(other) > 0),
+ attempt(lambda: os.getpgid(other) > 0),
+ attempt(lambda: time.clock_gettime(((~other) << 3) | 2) > 0),
+ attempt(lambda: checked(libc.fcntl(r, 8, other))),
+ attempt(lambda: checked(libc.ioctl(sock, 0x8901, ctypes.byref(owner)))),
+ attempt(lambda: sc("ioprio_get", 1, other) >= 0),
+ attempt(lambda: sc("get_robust_list", other, ctypes.addressof(head), ctypes.addressof(size)))]
+"""
+
+
+def test_seccomp_denies_each_call_that_names_another_process(
+    escape: Callable[..., RunRecord], other_run: int
+) -> None:
+    """seccomp alone (the child is root and sees the other run's pid): reading another
+    process's priority, CPUs, scheduling, session, group, CPU clock, I/O priority or robust
+    list, or pointing a file's or socket's SIGIO at it, fails with EPERM."""
+    record = escape(ON_ANOTHER, keep=("seccomp",), inputs={"other": other_run})
+    assert record.value == [["denied", errno.EPERM]] * 11
+
+
+def test_without_seccomp_each_call_that_names_another_process_works(
+    escape: Callable[..., RunRecord], zygote: ZygoteProcess, tmp_path: Path
+) -> None:
+    """Control: with every OS layer off for both runs, the same calls succeed."""
+    with idle_child(zygote, tmp_path / "other", disable=ALL_OS) as other:
+        record = escape(ON_ANOTHER, keep=(), inputs={"other": other.pid})
+    assert [outcome[0] for outcome in record.value] == ["ok"] * 11
+
+
+def seccomp_rules() -> dict[str, tuple[int | None, int | None]]:
+    """Every call the filter has a rule for, with its (x86_64, aarch64) numbers."""
+    rules = {**_SYSCALLS, "clone": _CLONE, "clone3": _CLONE3, **_SIGNAL_CALLS, **_SELF_CALLS}
+    rules |= _CLOCK_CALLS
+    rules |= {name: numbers for name, (numbers, _) in _WHO_CALLS.items()}
+    rules |= {name: numbers for name, (numbers, _) in _OWNER_CALLS.items()}
+    return rules
+
+
+def test_no_call_has_two_seccomp_rules() -> None:
+    """On each arch every number the filter checks belongs to one call (a second rule for it
+    would never be reached)."""
+    for column in (0, 1):
+        numbers = [pair[column] for pair in seccomp_rules().values() if pair[column] is not None]
+        assert len(numbers) == len(set(numbers))
+
+
+HEADERS = {
+    0: Path("/usr/include/x86_64-linux-gnu/asm/unistd_64.h"),
+    1: Path("/usr/include/asm-generic/unistd.h"),  # aarch64's table
+}
+
+
+@pytest.mark.skipif(
+    not all(path.exists() for path in HEADERS.values()), reason="no kernel uapi headers here"
+)
+def test_seccomp_numbers_match_the_kernel_headers() -> None:
+    """Every system call number of the filter, for both arches, is the one the kernel's uapi
+    headers give (``__NR_name``, or asm-generic's ``__NR3264_name``), and a call an arch lacks
+    is missing from its header."""
+    for column, path in HEADERS.items():
+        found: dict[str, int] = {}
+        for name, number in re.findall(
+            r"^#define __NR(?:3264)?_(\w+)\s+(\d+)\s*$", path.read_text(), re.MULTILINE
+        ):
+            found.setdefault(name, int(number))
+        for name, numbers in seccomp_rules().items():
+            assert numbers[column] == found.get(name), (path.name, name)
+
+
+def test_the_template_a_child_fills_in_is_the_filter() -> None:
+    """The program the zygote makes once, with a child's own pid filled in, is instruction for
+    instruction the filter built for that pid, on both arches."""
+    for arch in ("x86_64", "aarch64"):
+        template, own_pid_at = seccomp_template(arch)
+        filled = [(f.code, f.jt, f.jf, f.k) for f in template]
+        for index in own_pid_at:
+            filled[index] = (*filled[index][:3], 4321)
+        assert filled == build_seccomp_filter(arch, 4321)
+        assert len(own_pid_at) == 5 + 9 + 2  # one in each signal, self and who rule

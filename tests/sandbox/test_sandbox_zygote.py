@@ -49,14 +49,16 @@ def test_zygote_has_an_empty_environment(zygote: ZygoteProcess) -> None:
 
 
 def test_zygote_holds_no_extra_handles(zygote: ZygoteProcess) -> None:
-    """Besides fds 0-2, the zygote holds only its socket, its epoll fd and child pidfds."""
+    """Besides fds 0-2, the zygote holds only its socket, its epoll fd, child pidfds and (as
+    root) its own PID namespace, to fork each child into a namespace of its own."""
+    expected = ("socket:", "anon_inode:[eventpoll]", "anon_inode:[pidfd]")
+    if os.geteuid() == 0:
+        expected += ("pid:[",)
     for fd in os.listdir(f"/proc/{zygote.pid}/fd"):
         if int(fd) <= 2:
             continue
         target = os.readlink(f"/proc/{zygote.pid}/fd/{fd}")
-        assert target.startswith(("socket:", "anon_inode:[eventpoll]", "anon_inode:[pidfd]")), (
-            target
-        )
+        assert target.startswith(expected), target
 
 
 def test_kill_and_wait(zygote: ZygoteProcess, workspace: Path) -> None:

@@ -10,10 +10,11 @@ Modes (``disable`` of the spawn):
 ``full``          every layer on: every attack is blocked.
 ``language-off``  plain ``compile``/``exec`` with the same globals: every attack of an OS
                   category (files, network, processes, environment, resources, disk,
-                  persistence) is still blocked, by the OS layers alone.
-``os-off``        rlimits, netns, uid, landlock, seccomp and quota off: every attack of a language
-                  category (introspection, imports, builtins, format strings, frames,
-                  generators) is still blocked, by the language layer alone.
+                  persistence, cross-run) is still blocked, by the OS layers alone.
+``os-off``        rlimits, netns, pidns, uid, landlock, seccomp and quota off: every attack of
+                  a language category (introspection, imports, builtins, format strings,
+                  frames, generators, stdlib reflection, api arguments) is still blocked, by
+                  the language layer alone.
 ``control``       both off, for attacks marked ``control``: the attack must *succeed*, which
                   shows that the case really attempts what it claims (a typo can't pass as a
                   block).
@@ -33,29 +34,40 @@ mode under test.
 Disk attacks try to leave more than the run's quota (:data:`QUOTA`) on the host's disk; in
 every mode but ``control`` the suite also checks that the workspace's ``out/`` holds no more
 than the quota once the run is over.
+
+Cross-run attacks aim at another run: before each, a :class:`Victim` is spawned through the same
+zygote in the same mode and left waiting for its script, and the attack gets its pid (as the
+host numbers it) in ``inputs["victim"]``. Such an attack also counts as escaped when the victim
+was harmed: when its open-file limit, nice value, scheduling, I/O priority or CPU affinity
+changed (read from ``/proc`` by the host), or it can no longer run a script to the end.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import platform
 import socket
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sandbox._isolation import OS_LAYERS, ChildLimits
-from sandbox._zygote import ZygoteProcess
-from sandbox.protocol import RunLimits
+from sandbox._zygote import SpawnedChild, ZygoteProcess
+from sandbox.protocol import BlockingChannel, Done, ProtocolError, Ready, RunLimits, Start
 from sandbox.testing import RunRecord, run_script
 
 LANGUAGE = (
     "introspection", "imports", "builtins", "format-strings", "frames", "generators",
     "stdlib-reflection", "api-arguments",
 )  # fmt: skip
-OS = ("files", "network", "processes", "environment", "resources", "disk", "persistence")
+OS = (
+    "files", "network", "processes", "environment", "resources", "disk", "persistence",
+    "cross-run",
+)  # fmt: skip
 
 MODES: dict[str, frozenset[str]] = {
     "full": frozenset(),
@@ -82,6 +94,26 @@ def works(action):
     except Exception as exc:
         return "blocked: " + repr(exc)
 """
+
+# For cross-run attacks: the victim's pid, and the system calls glibc has no wrapper for, by
+# number (written out here, not taken from the filter's table, so that a wrong number there
+# can't hide a call here).
+X = (
+    P
+    + """
+victim = inputs["victim"]
+resource = sysmod.modules["resource"]
+NR = {
+    "x86_64": {"kcmp": 312, "get_robust_list": 274, "sched_setattr": 314, "ioprio_set": 251,
+               "ioprio_get": 252, "rt_sigqueueinfo": 129, "tgkill": 234},
+    "aarch64": {"kcmp": 272, "get_robust_list": 100, "sched_setattr": 274, "ioprio_set": 30,
+                "ioprio_get": 31, "rt_sigqueueinfo": 138, "tgkill": 131},
+}[os.uname().machine]
+libc.syscall.restype = ctypes.c_long
+def sc(name, *args):
+    return libc.syscall(ctypes.c_long(NR[name]), *[ctypes.c_long(a) for a in args])
+"""
+)
 
 
 @dataclass(frozen=True)
@@ -512,7 +544,7 @@ ATTACKS = [
     attack(
         "signal-the-zygote",
         "processes",
-        P + "works(lambda: os.kill(os.getppid(), 0))",
+        P + "works(lambda: os.kill(inputs['zygote'], 0))",
     ),
     attack(
         "read-zygote-memory-vm",
@@ -521,13 +553,13 @@ ATTACKS = [
         "    _fields_ = [('base', ctypes.c_void_p), ('len', ctypes.c_size_t)]\n"
         "buf = ctypes.create_string_buffer(8)\n"
         "local = Iovec(ctypes.addressof(buf), 8)\nremote = Iovec(id(None), 8)\n"
-        "n = libc.process_vm_readv(os.getppid(), ctypes.byref(local), 1, "
+        "n = libc.process_vm_readv(inputs['zygote'], ctypes.byref(local), 1, "
         "ctypes.byref(remote), 1, 0)\n'ESCAPED' if n == 8 else 'no'",
     ),
     attack(
         "ptrace-seize-zygote",
         "processes",
-        P + "'ESCAPED' if libc.ptrace(0x4206, os.getppid(), 0, 0) == 0 else 'no'",
+        P + "'ESCAPED' if libc.ptrace(0x4206, inputs['zygote'], 0, 0) == 0 else 'no'",
         control=False,  # would really attach to the shared zygote
     ),
     attack(
@@ -663,6 +695,157 @@ ATTACKS = [
         "def link():\n    for i in range(300):\n        os.link('out/data', f'out/l{i}')\n"
         "works(link)",
     ),
+    # ---------------------------------------------------------------- cross-run
+    # Another run's child, by its pid: its limits, priorities and CPUs, signals, its memory and
+    # descriptors, its /proc entries. Every signal sent here is 0 (a probe), and every change
+    # lands on the victim alone, so the controls harm nothing else on the machine.
+    attack(
+        "lower-its-open-files",
+        "cross-run",
+        X + "works(lambda: resource.prlimit(victim, resource.RLIMIT_NOFILE, (16, 16)))",
+    ),
+    attack(
+        "read-its-limits",
+        "cross-run",
+        X + "works(lambda: resource.prlimit(victim, resource.RLIMIT_NOFILE))",
+    ),
+    attack(
+        "renice-it",
+        "cross-run",
+        X + "works(lambda: os.setpriority(os.PRIO_PROCESS, victim, 19))",
+    ),
+    attack(
+        "renice-its-process-group",
+        "cross-run",
+        X + "works(lambda: os.setpriority(os.PRIO_PGRP, victim, 19))",
+    ),
+    attack(
+        "read-its-nice-value",
+        "cross-run",
+        X + "works(lambda: os.getpriority(os.PRIO_PROCESS, victim))",
+    ),
+    attack(
+        "pin-it-to-one-cpu",
+        "cross-run",
+        X + "works(lambda: os.sched_setaffinity(victim, {min(os.sched_getaffinity(0))}))",
+    ),
+    attack(
+        "read-its-affinity",
+        "cross-run",
+        X + "works(lambda: os.sched_getaffinity(victim))",
+    ),
+    attack(
+        "idle-scheduling-for-it",
+        "cross-run",
+        X + "works(lambda: os.sched_setscheduler(victim, os.SCHED_IDLE, os.sched_param(0)))",
+    ),
+    attack(
+        "read-its-scheduling",
+        "cross-run",
+        X + "works(lambda: os.sched_getscheduler(victim))",
+    ),
+    attack(
+        "sched-setattr-nice",
+        "cross-run",
+        X + "attr = (ctypes.c_uint32 * 12)(48, 0, 0, 0, 19)\n"
+        "'ESCAPED' if sc('sched_setattr', victim, ctypes.addressof(attr), 0) == 0 else 'no'",
+    ),
+    attack(
+        "idle-io-priority-for-it",
+        "cross-run",
+        X + "'ESCAPED' if sc('ioprio_set', 1, victim, 3 << 13) == 0 else 'no'",
+    ),
+    attack(
+        "read-its-io-priority",
+        "cross-run",
+        X + "'ESCAPED' if sc('ioprio_get', 1, victim) >= 0 else 'no'",
+    ),
+    attack(
+        "probe-it-with-signal-0",
+        "cross-run",
+        X + "works(lambda: os.kill(victim, 0))",
+    ),
+    attack(
+        "signal-every-process-it-may",
+        "cross-run",
+        X + "works(lambda: os.kill(-1, 0))",  # 0 if there is any other process it can see
+    ),
+    attack(
+        "signal-its-process-group",
+        "cross-run",
+        X + "works(lambda: os.kill(-victim, 0))",
+    ),
+    attack(
+        "tgkill-it",
+        "cross-run",
+        X + "'ESCAPED' if sc('tgkill', victim, victim, 0) == 0 else 'no'",
+    ),
+    attack(
+        "queue-a-signal-for-it",
+        "cross-run",
+        X + "info = (ctypes.c_int * 32)(0, 0, -1)\n"  # si_code SI_QUEUE
+        "'ESCAPED' if sc('rt_sigqueueinfo', victim, 0, ctypes.addressof(info)) == 0 else 'no'",
+    ),
+    attack(
+        "sigio-to-it",
+        "cross-run",
+        X + "r, w = os.pipe()\nowned = libc.fcntl(r, 8, victim)\n"  # F_SETOWN
+        "libc.fcntl(r, 4, os.O_ASYNC | os.O_NONBLOCK)\n"  # F_SETFL
+        "os.write(w, b'x')\n'sent' if owned == 0 else 'no'",  # SIGIO kills, if it lands
+    ),
+    attack(
+        "point-the-channels-sigio-at-it",
+        "cross-run",
+        X + "stat = sysmod.modules['stat']\n"
+        "fd = [fd for fd in range(3, 64) if works(lambda: os.fstat(fd)) == 'ESCAPED'"
+        " and stat.S_ISSOCK(os.fstat(fd).st_mode)][0]\nowner = ctypes.c_int(victim)\n"
+        "'ESCAPED' if libc.ioctl(fd, 0x8901, ctypes.byref(owner)) == 0 else 'no'",  # FIOSETOWN
+    ),
+    attack(
+        "compare-its-memory-with-kcmp",
+        "cross-run",
+        X + "'ESCAPED' if sc('kcmp', os.getpid(), victim, 1, 0, 0) >= 0 else 'no'",  # KCMP_VM
+    ),
+    attack(
+        "pidfd-of-it",
+        "cross-run",
+        X + "works(lambda: os.pidfd_open(victim))",
+    ),
+    attack(
+        "read-its-memory",
+        "cross-run",
+        X + "class Iovec(ctypes.Structure):\n"
+        "    _fields_ = [('base', ctypes.c_void_p), ('len', ctypes.c_size_t)]\n"
+        "buf = ctypes.create_string_buffer(8)\n"
+        "local = Iovec(ctypes.addressof(buf), 8)\nremote = Iovec(id(None), 8)\n"
+        "n = libc.process_vm_readv(victim, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)\n"
+        "'ESCAPED' if n == 8 else 'no'",
+    ),
+    attack(
+        "read-its-robust-list",
+        "cross-run",
+        X + "head = ctypes.c_void_p()\nsize = ctypes.c_size_t()\n"
+        "got = sc('get_robust_list', victim, ctypes.addressof(head), ctypes.addressof(size))\n"
+        "'ESCAPED' if got == 0 else 'no'",
+    ),
+    attack(
+        "read-its-cpu-clock",
+        "cross-run",
+        X + "time = sysmod.modules['time']\n"
+        "works(lambda: time.clock_gettime(((~victim) << 3) | 2))",  # its CPUCLOCK_SCHED
+    ),
+    attack(
+        "read-its-proc-status",
+        "cross-run",
+        X + "data = realopen(f'/proc/{victim}/status').read()\n"
+        "'ESCAPED' if 'Pid' in data else 'no'",
+    ),
+    attack(
+        "list-the-pids-of-others",
+        "cross-run",
+        X + "pids = [int(e) for e in os.listdir('/proc') if e.isdigit()]\n"
+        "'ESCAPED' if victim in pids else 'no'",
+    ),
     # ---------------------------------------------------------------- persistence
     attack(
         "file-in-tmp",
@@ -775,8 +958,9 @@ def test_suite_size() -> None:
 
 
 @pytest.fixture
-def environment(tmp_path: Path) -> Iterator[dict[str, Any]]:
-    """A workspace, paths outside it, a listening loopback port and a test-set secret."""
+def environment(tmp_path: Path, security_zygote: ZygoteProcess) -> Iterator[dict[str, Any]]:
+    """A workspace, paths outside it, a listening loopback port, a test-set secret and the
+    zygote's pid."""
     workspace = tmp_path / "ws"
     (workspace / "refs").mkdir(parents=True)
     (workspace / "out").mkdir()
@@ -802,6 +986,7 @@ def environment(tmp_path: Path) -> Iterator[dict[str, Any]]:
                     "marker": str(tmp_path / "marker"),
                     "scratch": str(scratch),
                     "host": os.getpid(),
+                    "zygote": security_zygote.pid,
                     "package": str(package),
                 },
             }
@@ -839,14 +1024,114 @@ def echo(args: dict[str, Any]) -> dict[str, Any]:
     return {"content": [], "data": args, "isError": False}
 
 
+_IOPRIO_GET = {"x86_64": 252, "aarch64": 31}.get(platform.machine())
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def process_state(pid: int) -> dict[str, Any]:
+    """What another process could change about ``pid``, as the host reads it: its open-file
+    limit, nice value, scheduling policy and priority, CPU affinity and I/O priority; or
+    ``{"gone": ...}`` once it can't be read."""
+    try:
+        limits = Path(f"/proc/{pid}/limits").read_text().splitlines()
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError as exc:
+        return {"gone": str(exc)}
+    ioprio = None
+    if _IOPRIO_GET is not None:
+        ioprio = _LIBC.syscall(ctypes.c_long(_IOPRIO_GET), ctypes.c_long(1), ctypes.c_long(pid))
+    return {
+        "nofile": [line for line in limits if line.startswith("Max open files")],
+        "state": stat[0] not in ("Z", "X"),
+        "nice": stat[16],  # field 19 of stat (the fields here start at field 3)
+        "rt_priority_policy": stat[37:39],
+        "cpus": [line for line in status if line.startswith("Cpus_allowed_list")],
+        "ioprio": ioprio,
+    }
+
+
+@dataclass
+class Victim:
+    """Another run's child, spawned through the same zygote and left waiting for its script:
+    the target of a cross-run attack."""
+
+    zygote: ZygoteProcess
+    child: SpawnedChild
+    before: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def start(cls, zygote: ZygoteProcess, workspace: Path, disable: Collection[str]) -> Victim:
+        """Spawn one in ``workspace`` with ``disable``, and wait for its ``ready``."""
+        (workspace / "refs").mkdir(parents=True)
+        (workspace / "out").mkdir()
+        os.chmod(workspace, 0o755)
+        child = zygote.client.spawn(workspace, ChildLimits(), disable=disable)
+        victim = cls(zygote, child)
+        try:
+            ready = BlockingChannel(child.from_child, child.to_child).receive_child()
+            assert isinstance(ready, Ready), ready
+        except BaseException:
+            victim.close()
+            raise
+        victim.before = process_state(child.pid)
+        return victim
+
+    @property
+    def pid(self) -> int:
+        """Its pid, as the host (and the zygote) number it."""
+        return self.child.pid
+
+    def harmed(self) -> bool:
+        """Whether anything of it changed since it started, or it can't run a script to the end
+        any more (this runs its script: ask once)."""
+        if process_state(self.pid) != self.before:
+            return True
+        channel = BlockingChannel(self.child.from_child, self.child.to_child)
+        try:
+            channel.send(Start(source="'alive'"))
+            reply = channel.receive_child()
+        except (OSError, ProtocolError):
+            return True
+        return not (isinstance(reply, Done) and reply.value == "alive")
+
+    def close(self) -> None:
+        """Let it go and wait until it has been reaped."""
+        os.close(self.child.to_child)
+        os.close(self.child.from_child)
+        self.zygote.client.wait(self.pid, timeout=10)
+
+
+@pytest.fixture
+def victims(security_zygote: ZygoteProcess, tmp_path: Path) -> Iterator[Callable[[str], Victim]]:
+    """Start victims in a mode (see :class:`Victim`); each is let go at the end of the test."""
+    started: list[Victim] = []
+
+    def start(mode: str) -> Victim:
+        victim = Victim.start(security_zygote, tmp_path / f"victim-{len(started)}", MODES[mode])
+        started.append(victim)
+        return victim
+
+    yield start
+    for victim in started:
+        victim.close()
+
+
 def run_attack(
     zygote: ZygoteProcess,
     case: Attack,
     mode: str,
     environment: dict[str, Any],
+    victims: Callable[[str], Victim],
     timeout: float = 20,
 ) -> RunRecord:
-    """Run the attack (after its setup, if any) in ``mode``; return the attack's record."""
+    """Run the attack (after its setup, if any) in ``mode``; return the attack's record. A
+    cross-run attack gets a victim of its own, started in the same mode, in
+    ``environment["victim"]``."""
+    if case.category == "cross-run":
+        victim = victims(mode)
+        environment["victim"] = victim
+        environment["inputs"]["victim"] = victim.pid
 
     def one(source: str) -> RunRecord:
         return run_script(
@@ -883,10 +1168,11 @@ def test_attack(
     mode: str,
     security_zygote: ZygoteProcess,
     environment: dict[str, Any],
+    victims: Callable[[str], Victim],
     record_property: Any,
 ) -> None:
     """The attack is blocked (or, in control mode, really succeeds unprotected)."""
-    record = run_attack(security_zygote, case, mode, environment)
+    record = run_attack(security_zygote, case, mode, environment, victims)
     verdict = verdict_of(record, environment)
     record_property("security_mode", mode)
     record_property("security_verdict", verdict)
@@ -906,10 +1192,16 @@ def test_attack(
 
 
 def verdict_of(record: RunRecord, environment: dict[str, Any]) -> str:
-    """``escaped``, ``blocked``, or ``not stopped by the sandbox`` (the suite's deadline hit)."""
+    """``escaped``, ``blocked``, or ``not stopped by the sandbox`` (the suite's deadline hit).
+    A cross-run attack has also escaped when its victim was harmed."""
     if record.host_error == "WallTimeExceeded":
         return "not stopped by the sandbox"
-    escaped = record.value == "ESCAPED" or environment["marker"].exists()
+    victim = environment.get("victim")
+    escaped = (
+        record.value == "ESCAPED"
+        or environment["marker"].exists()
+        or (victim is not None and victim.harmed())
+    )
     return "escaped" if escaped else "blocked"
 
 
@@ -919,11 +1211,12 @@ def test_the_other_layer_alone(
     mode: str,
     security_zygote: ZygoteProcess,
     environment: dict[str, Any],
+    victims: Callable[[str], Victim],
     record_property: Any,
 ) -> None:
     """With the attack's own layer off, the other layer alone blocks it, unless it is one of
     the attacks pinned as stopped by one layer only."""
-    record = run_attack(security_zygote, case, mode, environment, timeout=3)
+    record = run_attack(security_zygote, case, mode, environment, victims, timeout=3)
     verdict = verdict_of(record, environment)
     record_property("security_mode", mode)
     record_property("security_verdict", verdict)
