@@ -616,14 +616,15 @@ class _Session:
         relative = self._resolve(path, write=True)
         parent = os.path.dirname(relative)
         known = self._out_sizes.get(relative)
-        entries = self._out_entries + _missing_directories(parent) + (known is None)
+        missing = _missing_directories(parent)
+        entries = self._out_entries + missing + (known is None)
         size = self._out_bytes - (known or 0) + len(data)
         if entries > self._limits.max_out_files:
             self._stop_for_disk(f"more than {self._limits.max_out_files} files and directories")
         if size > self._limits.max_out_bytes:
             self._stop_for_disk(f"more than {self._limits.max_out_bytes} bytes")
         try:
-            os.makedirs(parent, exist_ok=True)
+            _make_directories(parent, missing)
             self._resolve(relative, write=True)  # the parents made or found must stay in out/
             fd = os.open(
                 relative,
@@ -695,6 +696,16 @@ def _missing_directories(parent: str) -> int:
         missing += 1
         parts.pop()
     return missing
+
+
+def _make_directories(parent: str, missing: int) -> None:
+    """Make the last ``missing`` directories of ``parent``, outermost first, one ``mkdir`` each
+    (iteratively: ``os.makedirs`` recurses once per level, and a path may be a thousand deep).
+    One made meanwhile counts as made."""
+    parts = parent.split("/")
+    for end in range(len(parts) - missing + 1, len(parts) + 1):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir("/".join(parts[:end]), 0o755)
 
 
 # --------------------------------------------------------------------------------------------

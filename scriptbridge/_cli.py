@@ -175,19 +175,34 @@ async def _progress(bridge: Bridge, err: TextIO) -> None:
         err.flush()
 
 
+def shown(text: str, *, keep: str = "") -> str:
+    """``text`` safe for a terminal: every character that isn't printable (controls, escape
+    sequences' ESC, format and bidi characters, lone surrogates) is escaped as ``repr`` would
+    escape it, except those in ``keep``."""
+    if text.isprintable():
+        return text
+    return "".join(
+        char if char.isprintable() or char in keep else repr(char)[1:-1] for char in text
+    )
+
+
 def _report(result: ScriptResult, *, as_json: bool, out: TextIO) -> None:
+    """Print ``result``: as JSON, or for a person, with nothing raw a script chose reaching
+    the terminal (what it printed keeps its newlines and tabs; all else is :func:`shown`)."""
     if as_json:
         print(json.dumps(result.model_dump(mode="json"), ensure_ascii=False), file=out)
         return
     if result.stdout:
-        out.write(result.stdout if result.stdout.endswith("\n") else result.stdout + "\n")
+        text = shown(result.stdout, keep="\n\t")
+        out.write(text if text.endswith("\n") else text + "\n")
     if result.error is not None:
         line = f" (line {result.error.line})" if result.error.line else ""
-        print(f"error: {result.error.type}{line}: {result.error.message}", file=out)
+        error = result.error
+        print(f"error: {shown(error.type)}{line}: {shown(error.message, keep=chr(10))}", file=out)
     elif result.value is not None:
-        print(f"value: {result.value!r}", file=out)
+        print(f"value: {shown(repr(result.value))}", file=out)
     for output in result.outputs:
-        print(f"wrote: {output}", file=out)
+        print(f"wrote: {shown(output)}", file=out)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -74,3 +74,29 @@ def test_usage_errors_exit_2(tmp_path: pathlib.Path) -> None:
     """A missing script or no command is a usage error."""
     assert cli("run", str(tmp_path / "missing.py")).returncode == 2
     assert cli().returncode == 2
+
+
+def test_json_holds_bytes_and_odd_file_names(tmp_path: pathlib.Path) -> None:
+    """--json prints a result whose value is bytes and whose output name isn't UTF-8."""
+    script = tmp_path / "s.py"
+    script.write_text("write_text('out/\\udcff.txt', 'x')\nb'\\xff\\x00'\n")
+    done = cli("run", str(script), "--json", "--workspace", str(tmp_path / "ws"))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["value"] == {"$bytes": "/wA="}
+    assert result["outputs"][0].endswith("/out/\ufffd.txt")
+
+
+def test_human_output_escapes_control_characters(tmp_path: pathlib.Path) -> None:
+    """Without --json, what a script printed, its value, its error and its file names show
+    control and escape characters escaped, never raw."""
+    script = tmp_path / "s.py"
+    script.write_text(
+        "print('a\\x1b[31mred\\x07\\r')\nwrite_text('out/\\x1b]0;t\\x07.txt', 'x')\n"
+        "raise ValueError('\\x1b[2Jgone')\n"
+    )
+    done = cli("run", str(script), "--workspace", str(tmp_path / "ws"))
+    assert done.returncode == 1
+    assert "\x1b" not in done.stdout and "\x07" not in done.stdout and "\r" not in done.stdout
+    assert "a\\x1b[31mred\\x07\\r" in done.stdout
+    assert "\\x1b[2Jgone" in done.stdout and "out/\\x1b]0;t\\x07.txt" in done.stdout

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pydantic import ValidationError
 
-from scriptbridge._limits import LIMIT_ERRORS, Limits
+from scriptbridge._limits import LIMIT_ERRORS, Limits, ScriptError, ScriptResult
 
 
 def test_the_disk_quota_defaults() -> None:
@@ -29,3 +31,28 @@ def test_the_disk_quota_is_validated(fields: dict[str, object]) -> None:
     """A negative, absurd or non-integer quota is refused when the Limits are made."""
     with pytest.raises(ValidationError):
         Limits(**fields)  # type: ignore[arg-type]
+
+
+def test_a_bytes_value_serializes_to_json_in_a_declared_form() -> None:
+    """Bytes anywhere in a value serialize as ``{"$bytes": "<base64>"}``; Python keeps bytes."""
+    result = ScriptResult(ok=True, value={"blob": b"\xff\x00", "list": [b"", "text"]})
+    assert json.loads(result.model_dump_json())["value"] == {
+        "blob": {"$bytes": "/wA="},
+        "list": [{"$bytes": ""}, "text"],
+    }
+    assert result.model_dump()["value"]["blob"] == b"\xff\x00"
+
+
+def test_every_string_of_a_result_leaves_well_formed() -> None:
+    """Lone surrogates in a value, output, error or file name become U+FFFD in JSON."""
+    result = ScriptResult(
+        ok=False,
+        value={"\udcff": "a\ud800"},
+        stdout="x\udc80",
+        error=ScriptError(type="E\udcff", message="m\ud800"),
+        outputs=["runs/r/out/\udcff.txt"],
+    )
+    text = result.model_dump_json()
+    text.encode("utf-8")  # raises on a lone surrogate
+    data = json.loads(text)
+    assert data["value"] == {"\ufffd": "a\ufffd"} and data["outputs"] == ["runs/r/out/\ufffd.txt"]

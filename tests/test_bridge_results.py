@@ -1,0 +1,39 @@
+"""What a run gives back, whatever the script did: ``bridge.run`` never raises for it and its
+``ScriptResult`` always serializes to JSON (SPEC 7.6). Real children."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from collections.abc import AsyncIterator
+
+import pytest
+
+from scriptbridge._limits import Limits
+from scriptbridge._supervisor import Bridge
+
+
+@pytest.fixture
+async def bridge(tmp_path: pathlib.Path) -> AsyncIterator[Bridge]:
+    async with Bridge(tmp_path / "ws") as bridge:
+        yield bridge
+
+
+async def test_a_deep_out_is_listed_without_recursion(bridge: Bridge) -> None:
+    """An ``out/`` 1,500 directories deep is listed iteratively (no RecursionError)."""
+    source = "write_text('out/' + 'd/' * 1500 + 'f.txt', 'deep')\n"
+    result = await bridge.run(source, limits=Limits(max_out_files=5000))
+    assert result.ok, result.error
+    (output,) = result.outputs
+    assert output.endswith("d/f.txt") and output.count("/d") == 1500
+    json.loads(result.model_dump_json())
+
+
+async def test_bytes_values_and_odd_names_serialize(bridge: Bridge) -> None:
+    """A bytes value and a file name that isn't UTF-8 still give a result JSON can carry."""
+    result = await bridge.run("write_text('out/\\udcff', 'x')\n{'b': b'\\x00\\xff'}\n")
+    assert result.ok, result.error
+    assert result.value == {"b": b"\x00\xff"}
+    data = json.loads(result.model_dump_json())
+    assert data["value"] == {"b": {"$bytes": "AP8="}}
+    assert data["outputs"][0].endswith("/out/\ufffd")
