@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, TextIO
@@ -52,6 +53,12 @@ log = logging.getLogger("scriptbridge.mcp")
 
 PROTOCOL_VERSION: Final = "2025-11-25"
 MAX_TOOL_PAGES: Final = 100
+MAX_TOOLS_PER_SERVER: Final = 1000
+"""Tools one server may offer; the rest of its list is left out (and logged), so the tool names
+every run's ``start`` message carries stay bounded."""
+TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
+"""A tool name as MCP allows it (1 to 128 of ASCII letters, digits, ``_``, ``-`` and ``.``):
+what a script can pass to ``call_tool``. Other names are left out when a server lists them."""
 METHOD_NOT_FOUND: Final = -32601
 
 
@@ -295,15 +302,39 @@ class McpServer:
         )
         await connection.notify("notifications/initialized")
         tools: dict[str, dict[str, Any]] = {}
+        left_out: dict[str, int] = {}
         cursor: str | None = None
         for _ in range(MAX_TOOL_PAGES):
             params = {"cursor": cursor} if cursor else {}
             page = await connection.request("tools/list", params, self.timeout_s)
             listed = page.get("tools") if isinstance(page, dict) else None
             for tool in listed if isinstance(listed, list) else []:
-                if isinstance(tool, dict) and isinstance(tool.get("name"), str) and tool["name"]:
+                reason = self._unusable(tool, tools)
+                if reason is None:
                     tools[tool["name"]] = tool
+                else:
+                    left_out[reason] = left_out.get(reason, 0) + 1
             cursor = page.get("nextCursor") if isinstance(page, dict) else None
             if not isinstance(cursor, str) or not cursor:
                 break
+        for reason, count in left_out.items():
+            log.warning("server %r: left out %d listed tool(s): %s", self.name, count, reason)
         self.tools = tools
+
+    @staticmethod
+    def _unusable(tool: object, kept: Mapping[str, object]) -> str | None:
+        """Why a listed tool is left out, or ``None`` when it is kept."""
+        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+            return "not a tool with a string name"
+        name = tool["name"]
+        if not TOOL_NAME.fullmatch(name):
+            shown = repr(name[:40]) + ("..." if len(name) > 40 else "")
+            return (
+                "names MCP doesn't allow (1-128 of A-Z a-z 0-9 _ - .), such as "
+                f"{shown} of {len(name)} characters"
+            )
+        if name in kept:
+            return "names listed twice (the first is kept)"
+        if len(kept) >= MAX_TOOLS_PER_SERVER:
+            return f"past the first {MAX_TOOLS_PER_SERVER} tools"
+        return None

@@ -2,7 +2,9 @@
 
 Tools: ``echo`` (returns its arguments as text), ``crash`` (exits at once), ``hang`` (never
 answers), ``garbage`` (writes a line that isn't JSON-RPC, then answers) and ``ask`` (sends the
-client a request of its own, then answers).
+client a request of its own, then answers). With ``HOSTILE_TOOLS=odd`` in its environment it
+also lists tools no script can call (a 600-character name, spaces, a non-str, an empty name, a
+duplicate); with ``HOSTILE_TOOLS=many``, 40,000 more tools.
 """
 
 from __future__ import annotations
@@ -37,7 +39,12 @@ def main() -> None:
                 }
             )
         elif method == "tools/list":
-            names = ["echo", "crash", "hang", "garbage", "ask"]
+            names: list[object] = ["echo", "crash", "hang", "garbage", "ask"]
+            extra = os.environ.get("HOSTILE_TOOLS")
+            if extra == "odd":
+                names += ["x" * 600, "has space", 7, "", "echo", "tab\there", "ünïcode", "ok.b-c_d"]
+            elif extra == "many":
+                names += [f"t{n}" for n in range(40_000)]
             send(
                 {
                     "jsonrpc": "2.0",
