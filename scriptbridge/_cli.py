@@ -39,6 +39,7 @@ from ._limits import Limits, ScriptResult
 from ._mcp import McpServer, ToolServerError
 from ._supervisor import Bridge
 from ._tools import python_tool
+from ._workspace import remove_tree
 
 __all__ = ["main"]
 
@@ -136,8 +137,9 @@ def _tools_of(module_name: str) -> list[Callable[..., Any]]:
 async def _run(args: argparse.Namespace) -> int:
     source = args.script.read_text()
     limits = Limits(wall_s=args.timeout) if args.timeout else Limits()
-    with tempfile.TemporaryDirectory() as scratch:
-        workspace = args.workspace or Path(scratch)
+    scratch = Path(tempfile.mkdtemp(prefix="scriptbridge-"))
+    try:
+        workspace = args.workspace or scratch
         async with Bridge(workspace, limits=limits) as bridge:
             if args.tools:
                 for function in _tools_of(args.tools):
@@ -151,6 +153,8 @@ async def _run(args: argparse.Namespace) -> int:
         _report(result, as_json=args.json, out=sys.stdout)
         if result.outputs and args.workspace is None:
             print("(its out/ went with the temporary workspace: pass --workspace to keep it)")
+    finally:
+        remove_tree(scratch)  # iterative: a script's out/ may be a thousand directories deep
     return 0 if result.ok else 1
 
 

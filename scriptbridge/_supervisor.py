@@ -59,7 +59,6 @@ import logging
 import os
 import re
 import secrets
-import shutil
 import signal
 import time
 from collections import deque
@@ -102,7 +101,7 @@ from ._mcp import McpServer, ToolServerError
 from ._registry import ReferenceRecord, ReferenceRegistry
 from ._render import render_script_view
 from ._tools import PythonTool, python_tool
-from ._workspace import Workspace
+from ._workspace import Workspace, remove_tree
 from ._zygote_link import ZygoteLink
 
 __all__ = ["Bridge", "RunProgress"]
@@ -310,11 +309,11 @@ class Bridge:
                     spare = self._spares.popleft()
                     if spare.child.channel is not None:
                         await spare.child.channel.aclose()
-                    shutil.rmtree(spare.dir, ignore_errors=True)
+                    remove_tree(spare.dir)
                 with contextlib.suppress(OSError):
                     (self.workspace.root / SPARES_DIR).rmdir()
                 while self._trash:
-                    shutil.rmtree(self._trash.popleft(), ignore_errors=True)
+                    remove_tree(self._trash.popleft())
                 with contextlib.suppress(OSError):
                     (self.workspace.root / TRASH_DIR).rmdir()
             self._link = None
@@ -551,7 +550,7 @@ class Bridge:
         except BaseException as exc:
             with trio.CancelScope(shield=True):
                 if spare is None:
-                    shutil.rmtree(directory, ignore_errors=True)
+                    remove_tree(directory)
                 else:  # the bridge is closing: the zygote kills it as it stops
                     await self._drop_spare(spare, kill=not isinstance(exc, trio.Cancelled))
             raise
@@ -572,7 +571,7 @@ class Bridge:
                     await child.stop()
                 except (ZygoteError, TimeoutError, ScriptBridgeError) as exc:
                     log.error("couldn't reap spare child %d: %s", child.pid, exc)
-            shutil.rmtree(spare.dir, ignore_errors=True)
+            remove_tree(spare.dir)
 
     async def _finish(
         self, run: _Run, child: _Child | None, channel: ChildChannel | None
@@ -592,7 +591,7 @@ class Bridge:
                 log.error("couldn't reap child %d of run %s: %s", child.pid, run.id, exc)
         refs = run.dir / "refs"
         if run.linked or _holds_anything(refs):  # payload links go now, wherever the dir goes
-            shutil.rmtree(refs, ignore_errors=True)
+            remove_tree(refs)
         run.linked.clear()
         if _holds_anything(run.dir / "out"):
             with contextlib.suppress(OSError):
@@ -610,7 +609,7 @@ class Bridge:
         except FileNotFoundError:
             return
         except OSError:  # no trash to move it to: removed here, as it must go either way
-            shutil.rmtree(run.dir, ignore_errors=True)
+            remove_tree(run.dir)
             return
         self._trash.append(trash)
         self._trash_added.set()
@@ -624,7 +623,7 @@ class Bridge:
                 await self._trash_added.wait()
             await trio.lowlevel.checkpoint()  # let whoever threw it away go on first
             if self._trash:
-                shutil.rmtree(self._trash.popleft(), ignore_errors=True)
+                remove_tree(self._trash.popleft())
 
     # --- the conversation -------------------------------------------------------------------
 

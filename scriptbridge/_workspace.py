@@ -42,6 +42,7 @@ __all__ = [
     "Workspace",
     "WorkspacePathError",
     "extension_for",
+    "remove_tree",
 ]
 
 REFS_DIR: Final = "refs"
@@ -92,6 +93,41 @@ def extension_for(media_type: object) -> str:
     essence = media_type.split(";", 1)[0].strip().lower()
     return _EXTENSIONS.get(essence, ".bin")
 
+
+
+def remove_tree(top: Path | str) -> None:
+    """Remove ``top`` and everything under it, however deep, never following a symlink.
+
+    Iterative (``shutil.rmtree`` recurses once per level, so a tree a script built a thousand
+    directories deep would raise ``RecursionError`` from it). Never raises: what can't be
+    removed stays, as with ``shutil.rmtree(..., ignore_errors=True)``.
+    """
+    stack: list[tuple[str, bool]] = [(os.fspath(top), False)]
+    while stack:
+        path, listed = stack.pop()
+        if listed:
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+            continue
+        try:
+            entries = list(os.scandir(path))
+        except NotADirectoryError:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            continue
+        except OSError:
+            continue
+        stack.append((path, True))
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                is_dir = False
+            if is_dir:
+                stack.append((entry.path, False))
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
 
 class Workspace:
     """A host-named directory holding ``refs/`` (saved payloads) and ``out/`` (script scratch).

@@ -11,6 +11,7 @@ import pytest
 
 from scriptbridge._limits import Limits
 from scriptbridge._supervisor import Bridge
+from scriptbridge._workspace import remove_tree
 
 
 @pytest.fixture
@@ -27,6 +28,9 @@ async def test_a_deep_out_is_listed_without_recursion(bridge: Bridge) -> None:
     (output,) = result.outputs
     assert output.endswith("d/f.txt") and output.count("/d") == 1500
     json.loads(result.model_dump_json())
+    run_dir = bridge.workspace.root / pathlib.Path(output).parts[0] / pathlib.Path(output).parts[1]
+    remove_tree(run_dir)  # what the bridge removes runs with: iterative, however deep
+    assert not run_dir.exists()
 
 
 async def test_bytes_values_and_odd_names_serialize(bridge: Bridge) -> None:

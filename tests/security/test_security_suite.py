@@ -397,6 +397,34 @@ ATTACKS = [
         "import textwrap\ntextwrap.dedent.planted = 1\n"
         "'ESCAPED' if textwrap.dedent.planted == 1 else 'no'",
     ),
+    attack(
+        "unbound-method-hands-out-type",
+        "stdlib-reflection",
+        "import collections\nT = collections.Counter.copy(int)\n"
+        "'ESCAPED' if T(1) is int and T(int) is T else 'no'",
+    ),
+    attack(
+        "unbound-method-of-a-subclass",
+        "stdlib-reflection",
+        "import collections\nclass C(collections.Counter):\n    pass\n"
+        "T = C.copy(int)\n'ESCAPED' if T(1) is int and T(int) is T else 'no'",
+    ),
+    attack(
+        "class-property-hands-out-its-getter",
+        "stdlib-reflection",
+        "import fractions\ngetter = fractions.Fraction.numerator.fget\n"
+        "'ESCAPED' if getter(fractions.Fraction(3, 4)) == 3 else 'no'",
+    ),
+    attack(
+        "nested-class-adopts-a-stdlib-class",
+        "stdlib-reflection",
+        "import collections, fractions\nT = collections.Counter.copy(int)\n"
+        "M = T('M', (T,), {'__prepare__': lambda *a, **k: "
+        "{'__metaclass__': lambda *b: fractions.Fraction}})\n"
+        "B = M('B', (), {})\nclass Outer(B):\n    class Inner:\n        pass\n"
+        "fractions.Fraction.limit_denominator = lambda self, m=0: 'patched'\n"
+        "'ESCAPED' if fractions.Fraction(1, 3).limit_denominator() == 'patched' else 'no'",
+    ),
     # ---------------------------------------------------------------- api arguments
     # Script objects handed to the script API: trusted helpers must read them as exact builtin
     # types, never through the script's own methods.
