@@ -111,6 +111,7 @@ _DENIED_VALUE_TYPES: Final = (
 )
 
 _FORMAT_METHODS: Final = frozenset({"format", "format_map"})
+_SANDBOX_MODULES: Final = "sandbox"  # instances of its classes are read-only to scripts
 
 
 def _deny(message: str) -> NoReturn:
@@ -138,8 +139,10 @@ def guarded_getattr(obj: Any, name: Any, default: Any = ...) -> Any:
             if default is ...:
                 raise
             return default
-        if isinstance(value, _DENIED_VALUE_TYPES):
+        if isinstance(value, _DENIED_VALUE_TYPES) or _is_metaclass(value):
             _deny(f'"{name}" leads to an interpreter internal')
+        if _is_str_format(value):
+            _deny(f"str.{name}() is not available in scripts; use f-strings or % formatting")
         return value
     if name.startswith("_"):
         _deny(f'"{name}" is an invalid attribute name because it starts with "_"')
@@ -163,9 +166,44 @@ def guarded_getattr(obj: Any, name: Any, default: Any = ...) -> Any:
         if default is ...:
             raise
         return default
-    if isinstance(value, _DENIED_VALUE_TYPES):
+    if isinstance(value, _DENIED_VALUE_TYPES) or _is_metaclass(value):
         _deny(f'"{name}" leads to an interpreter internal')
+    if _is_str_format(value):
+        _deny(f"str.{name}() is not available in scripts; use f-strings or % formatting")
+    if isinstance(obj, type) and _unbound(value):
+        _deny(
+            f"{_owner_label(obj, name)}.{name} can't be read off the class in scripts: "
+            "call it on an instance"
+        )
     return value
+
+
+def _is_metaclass(value: Any) -> bool:
+    """Whether ``value`` is ``type`` or another metaclass: with one a script makes classes
+    with any special method, past the compiler's checks."""
+    return isinstance(value, type) and issubclass(value, type)
+
+
+def _is_str_format(value: Any) -> bool:
+    """Whether ``value`` is ``str.format``/``format_map``, unbound or bound, however reached."""
+    if value is str.format or value is str.format_map:
+        return True
+    return (
+        type(value) is types.BuiltinMethodType
+        and value.__name__ in _FORMAT_METHODS
+        and isinstance(value.__self__, str)
+    )
+
+
+def _unbound(value: Any) -> bool:
+    """Whether ``value``, read off a class, is a Python function or property of a class the
+    script did not write: called unbound, such a method runs on whatever ``self`` it is given
+    (``Counter.copy(int)`` is ``int.__class__(int)``, the real ``type``), and a property hands
+    out its getter. C methods check their ``self``; the script's own functions are its own."""
+    if isinstance(value, property):
+        fget = value.fget
+        return fget is not None and not _is_script_function(fget)
+    return type(value) is types.FunctionType and not _is_script_function(value)
 
 
 # --------------------------------------------------------------------------------------------
@@ -258,11 +296,21 @@ def _is_script_function(function: Any) -> bool:
 
 def script_build_class(func: Any, name: Any, /, *bases: Any, **kwargs: Any) -> Any:
     """The script's ``__build_class__``: builds the class of a ``class`` statement and records
-    it as the script's own (writable, every attribute readable)."""
+    it as the script's own (writable, every attribute readable).
+
+    Only a class this statement made is recorded: the metaclass must be ``type`` (the one
+    RestrictedPython's rewrite names; a nested class could otherwise find another under that
+    name in its enclosing class's namespace), and the class must hold the ``__module__`` its
+    body set. Anything else raises ``TypeError``.
+    """
     import builtins
 
+    if kwargs.get("metaclass", type) is not type:
+        raise TypeError("classes in scripts take no metaclass")
     cls = builtins.__build_class__(func, name, *bases, **kwargs)
     if isinstance(cls, type):
+        if vars(cls).get("__module__") != SCRIPT_MODULE:  # not made by this statement's body
+            raise TypeError(f"a class statement made {cls!r}, a class the script didn't write")
         _SCRIPT_CLASSES.add(cls)
     return cls
 
@@ -343,6 +391,8 @@ def guarded_write(obj: Any) -> Any:
             raise TypeError(f"class {obj.__name__} is read-only")
     elif isinstance(obj, types.FunctionType) and not _is_script_function(obj):
         raise TypeError("functions the script did not define are read-only")
+    elif type(obj).__module__.startswith(_SANDBOX_MODULES):
+        raise TypeError(f"{type(obj).__name__} objects are read-only")
     return obj
 
 

@@ -336,6 +336,7 @@ class _Session:
         self._out_bytes = 0  # their sum
         self._out_entries = 0  # files and directories write_text made in out/
         self.stopped: BaseException | None = None  # a _LimitExceeded or _HostGone, sticky
+        self.limit_error: RunError | None = None  # what stopped a run, as the session saw it
 
     # -- globals -------------------------------------------------------------------------------
 
@@ -371,6 +372,8 @@ class _Session:
     def _stop(self, exc: BaseException) -> NoReturn:
         if self.stopped is None:
             self.stopped = exc
+            if isinstance(exc, _LimitExceeded):  # kept apart: a script may hold the exception
+                self.limit_error = RunError(type=exc.kind, message=str(exc), line=None, phase="run")
         raise self.stopped
 
     # -- output --------------------------------------------------------------------------------
@@ -650,10 +653,8 @@ class _Session:
         """Flush output and send the last message: ``outcome`` as an error, or ``done``."""
         if isinstance(self.stopped, _HostGone):
             return
-        if isinstance(self.stopped, _LimitExceeded):
-            outcome = RunError(
-                type=self.stopped.kind, message=str(self.stopped), line=None, phase="run"
-            )
+        if self.limit_error is not None:
+            outcome = self.limit_error
         try:
             self.flush()
         except (_LimitExceeded, _HostGone):
@@ -799,7 +800,9 @@ def _run(session: _Session, source: str, *, restricted: bool) -> RunError | tupl
         exec(body, namespace)
         value = None if tail is None else eval(tail, namespace)
     except _LimitExceeded as exc:
-        return RunError(type=exc.kind, message=str(exc), line=_script_line(exc), phase="run")
+        if session.limit_error is not None:  # the session's own stop, read as it recorded it
+            return session.limit_error.model_copy(update={"line": _script_line(exc)})
+        return RunError(type="RuntimeError", message=_describe(exc), line=None, phase="run")
     except _HostGone:
         raise
     except MemoryError as exc:

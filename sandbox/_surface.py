@@ -30,6 +30,11 @@ Left out on purpose, as ways out of the language layer or into trusted objects:
   (:mod:`sandbox._guards`), which act only on functions and classes the script defined.
 - ``AttributeError.obj`` (the object a failed lookup was made on; raised inside trusted code,
   a trusted object).
+- Python methods and properties read off a class the script didn't write (the names below
+  are read off instances, where they are bound): unbound, ``collections.Counter.copy(int)``
+  runs ``int.__class__(int)`` and hands out the real ``type``, and a property hands out its
+  getter. ``type`` and every other metaclass are denied as values wherever they are found.
+  (Found by the project's own review of this table; see ``tests/security``.)
 - Everything whose name starts with ``_``, the frame, code, generator and traceback internals,
   ``str.format``/``format_map``, ``ABCMeta.register`` and the other class-level methods of
   metaclasses, and every builtin not listed (``type``, ``getattr``, ``vars``, ``open`` ...).

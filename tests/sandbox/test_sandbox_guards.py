@@ -6,9 +6,11 @@ import json
 import os
 import textwrap
 import types
+from typing import Any
 
 import pytest
 
+from sandbox import _guards
 from sandbox._guards import (
     ALLOWED_IMPORTS,
     DENIED_ATTRIBUTES,
@@ -151,9 +153,12 @@ def test_write_guard() -> None:
     for target in (os, guarded_import("math"), str, ModuleProxy, impostor, textwrap.dedent):
         with pytest.raises(TypeError):
             write(target)
-    namespace: dict[str, object] = {"__name__": SCRIPT_MODULE}
-    exec("def function():\n    pass\n", namespace)
-    script_class = script_build_class(lambda: None, "Mine")
+    namespace: dict[str, Any] = {
+        "__name__": SCRIPT_MODULE,
+        "__builtins__": {"__build_class__": script_build_class},
+    }
+    exec("class Mine:\n    pass\ndef function():\n    pass\n", namespace)
+    script_class = namespace["Mine"]
     for target in ({}, [], script_class, script_class(), namespace["function"]):
         assert write(target) is target
 
@@ -196,3 +201,65 @@ def test_sandbox_never_imports_the_host() -> None:
         [sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True, cwd="/"
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_a_class_statement_records_only_the_class_it_made() -> None:
+    """A metaclass other than ``type``, or a body that hands back an existing class, is
+    refused, so no stdlib class can be recorded as the script's (and become writable)."""
+    import fractions
+
+    def body() -> None:
+        pass
+
+    with pytest.raises(TypeError, match="no metaclass"):
+        script_build_class(body, "X", metaclass=lambda *a: fractions.Fraction)
+
+    class Adopting(type):
+        def __new__(mcs, *args: Any, **kwargs: Any) -> Any:
+            return fractions.Fraction
+
+    with pytest.raises(TypeError, match="didn't write"):
+        script_build_class(body, "Y", Adopting("B", (), {}), metaclass=type)
+    with pytest.raises(TypeError):
+        guard_hooks()["_write_"](fractions.Fraction)
+
+
+def test_str_format_is_denied_however_it_is_reached() -> None:
+    """``str.format`` is denied by value too: bound or unbound, under any owner or name."""
+    holder = types.SimpleNamespace(fmt=str.format, bound="{0}".format, mapped="".format_map)
+    _guards._SCRIPT_CLASSES.add(types.SimpleNamespace)  # every name readable: value checks only
+    try:
+        for name in ("fmt", "bound", "mapped"):
+            with pytest.raises(AttributeError, match="not available"):
+                guarded_getattr(holder, name)
+    finally:
+        _guards._SCRIPT_CLASSES.discard(types.SimpleNamespace)
+
+
+def test_methods_and_properties_are_not_read_off_stdlib_classes() -> None:
+    """A Python method or property read off a class the script didn't write is denied (it
+    would run on any ``self``); off an instance it is bound and fine; metaclasses are denied."""
+    import collections
+    import fractions
+
+    with pytest.raises(AttributeError, match="on an instance"):
+        guarded_getattr(collections.Counter, "copy")
+    with pytest.raises(AttributeError, match="on an instance"):
+        guarded_getattr(fractions.Fraction, "numerator")
+    assert guarded_getattr(collections.Counter("aab"), "copy")() == {"a": 2, "b": 1}
+    assert guarded_getattr(str, "upper")("a") == "A"  # C methods check their self
+    holder = types.SimpleNamespace(meta=type)
+    _guards._SCRIPT_CLASSES.add(types.SimpleNamespace)
+    try:
+        with pytest.raises(AttributeError, match="interpreter internal"):
+            guarded_getattr(holder, "meta")
+    finally:
+        _guards._SCRIPT_CLASSES.discard(types.SimpleNamespace)
+
+
+def test_sandbox_objects_are_read_only() -> None:
+    """Instances of the sandbox's own classes (a tool error, a limit stop) can't be written."""
+    from sandbox._runtime import ToolError
+
+    with pytest.raises(TypeError, match="read-only"):
+        guard_hooks()["_write_"](ToolError("x"))

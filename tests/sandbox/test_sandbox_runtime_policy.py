@@ -72,3 +72,37 @@ def test_no_script_code_runs_after_done(run: Run, workspace: Path) -> None:
     assert record.ok and record.final is not None
     assert record.exit is not None and record.exit.returncode == 0
     assert not (workspace / "out" / "late.txt").exists()
+
+
+def test_a_tampered_limit_stop_still_ends_the_run_with_its_own_error() -> None:
+    """The last message comes from what the session recorded when it stopped the run, not from
+    the exception object a script may hold and change."""
+    import os
+
+    from sandbox import _runtime
+    from sandbox.protocol import BlockingChannel, RunError, Start
+
+    host_read, child_write = os.pipe()
+    try:
+        session = _runtime._Session(BlockingChannel(-1, child_write), Start(source=""))
+        try:
+            session._stop(_runtime._LimitExceeded("ToolCallsExceeded", "too many calls"))
+        except _runtime._LimitExceeded as stop:
+            held = stop
+
+        class Loud:
+            def __str__(self) -> str:
+                raise ValueError("no")
+
+        held.kind = 7  # type: ignore[assignment]
+        held.args = (Loud(),)
+        session.finish(RunError(type="Ignored", message="", phase="run"))
+        os.close(child_write)
+        child_write = -1
+        last = BlockingChannel(host_read, host_read).receive_child()
+    finally:
+        for fd in (host_read, child_write):
+            if fd >= 0:
+                os.close(fd)
+    assert isinstance(last, RunError)
+    assert (last.type, last.message) == ("ToolCallsExceeded", "too many calls")

@@ -957,6 +957,8 @@ ONE_LAYER: frozenset[str] = frozenset(
         *("wraps-merges-module-globals", "wraps-swaps-a-stdlib-function-code"),
         *("wraps-makes-a-stdlib-class-writable", "wraps-hands-out-update-wrapper"),
         *("wraps-renames-a-stdlib-function", "function-attribute-write-on-stdlib"),
+        *("unbound-method-hands-out-type", "unbound-method-of-a-subclass"),
+        *("class-property-hands-out-its-getter", "nested-class-adopts-a-stdlib-class"),
         # Resources only the rlimits bound: no language check counts CPU or memory (the two
         # memory bombs are not run without the OS layers; see the module doc).
         *("cpu-loop", "memory-bomb", "string-memory-bomb"),
