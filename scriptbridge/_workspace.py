@@ -94,7 +94,6 @@ def extension_for(media_type: object) -> str:
     return _EXTENSIONS.get(essence, ".bin")
 
 
-
 def remove_tree(top: Path | str) -> None:
     """Remove ``top`` and everything under it, however deep, never following a symlink.
 
@@ -128,6 +127,7 @@ def remove_tree(top: Path | str) -> None:
             else:
                 with contextlib.suppress(OSError):
                     os.unlink(entry.path)
+
 
 class Workspace:
     """A host-named directory holding ``refs/`` (saved payloads) and ``out/`` (script scratch).
