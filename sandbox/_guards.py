@@ -129,21 +129,19 @@ def guarded_getattr(obj: Any, name: Any, default: Any = ...) -> Any:
     """
     if type(name) is not str:
         raise TypeError("attribute name must be a str")
-    if _ON_INSTANCES.get((type(obj), name)):
-        # The common case: a listed attribute of an instance of a class the script can't
-        # change (listed names never start with "_", are never denied, and no module or
-        # class is ever such an instance; see on_surface).
+    key = (type(obj), name)
+    if key in _BOUND_METHODS:
+        # The common case: a listed method of an instance of a class the script can't change
+        # (listed names never start with "_" and are never denied, no module or class is ever
+        # such an instance, and a method read off an instance is bound: see on_surface).
         try:
-            value = getattr(obj, name)
+            return getattr(obj, name)
         except AttributeError:
             if default is ...:
                 raise
             return default
-        if isinstance(value, _DENIED_VALUE_TYPES) or _is_metaclass(value):
-            _deny(f'"{name}" leads to an interpreter internal')
-        if _is_str_format(value):
-            _deny(f"str.{name}() is not available in scripts; use f-strings or % formatting")
-        return value
+    if _ON_INSTANCES.get(key):  # another listed attribute: its value is checked
+        return _checked_value(obj, name, default)
     if name.startswith("_"):
         _deny(f'"{name}" is an invalid attribute name because it starts with "_"')
     if name in DENIED_ATTRIBUTES:
@@ -160,6 +158,13 @@ def guarded_getattr(obj: Any, name: Any, default: Any = ...) -> Any:
                 raise AttributeError(f"{type(obj).__name__!r} object has no attribute {name!r}")
             return default
         _deny(f"{_owner_label(obj, name)}.{name} is not available in scripts")
+    return _checked_value(obj, name, default)
+
+
+def _checked_value(obj: Any, name: str, default: Any) -> Any:
+    """``obj.<name>`` (or ``default``, when given and it is missing), refused when the value
+    itself is one no script may hold: an interpreter internal or a metaclass, ``str.format``,
+    or a method or property read unbound off a class the script didn't write."""
     try:
         value = getattr(obj, name)
     except AttributeError:
@@ -214,6 +219,18 @@ _SCRIPT_CLASSES: Final[weakref.WeakSet[type]] = weakref.WeakSet()
 _NAMESPACE_TYPES: set[type] = set()
 _ON_INSTANCES: dict[tuple[type, str], bool] = {}
 _ON_CLASSES: dict[tuple[type, str], bool] = {}
+_BOUND_METHODS: set[tuple[type, str]] = set()
+"""(class, name) pairs of ``_ON_INSTANCES`` whose class attribute is a method: read off an
+instance the value is bound to it, never an internal, a metaclass or ``str.format`` (which
+is not listed), so it needs no value check."""
+_METHOD_TYPES: Final = (
+    types.FunctionType,
+    types.MethodDescriptorType,
+    types.WrapperDescriptorType,
+    types.ClassMethodDescriptorType,
+    classmethod,
+    staticmethod,
+)
 
 
 def _qualified(cls: type) -> str:
@@ -276,6 +293,10 @@ def on_surface(obj: Any, name: str) -> bool:
     if cls in _SCRIPT_CLASSES or (is_class and obj in _SCRIPT_CLASSES):
         return _decide(obj, name)
     verdict = cache[key] = _decide(obj, name)
+    if verdict and not is_class:
+        owner = _defining_class(obj, name)
+        if owner is not None and isinstance(owner.__dict__[name], _METHOD_TYPES):
+            _BOUND_METHODS.add(key)
     return verdict
 
 
