@@ -21,6 +21,16 @@ def zygote() -> Iterator[ZygoteProcess]:
 
 
 @pytest.fixture
+def private_zygote() -> Iterator[ZygoteProcess]:
+    """A zygote of this test's own, for tests that stop or kill it."""
+    process = ZygoteProcess.start()
+    try:
+        yield process
+    finally:
+        process.close()
+
+
+@pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     """A workspace with ``refs/note.txt`` ("hello refs") and an empty ``out/``."""
     root = tmp_path / "ws"

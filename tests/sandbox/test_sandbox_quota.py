@@ -11,7 +11,7 @@ import os
 import select
 import signal
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -61,16 +61,6 @@ def mounted_anywhere(path: Path) -> list[str]:
         except OSError:
             continue
     return found
-
-
-@pytest.fixture
-def private_zygote() -> Iterator[ZygoteProcess]:
-    """A zygote of this test's own, for tests that kill it."""
-    process = ZygoteProcess.start()
-    try:
-        yield process
-    finally:
-        process.close()
 
 
 def test_the_layer_is_reported(run: Run) -> None:

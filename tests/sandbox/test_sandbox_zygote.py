@@ -6,7 +6,7 @@ import os
 import select
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,16 +22,6 @@ def wait_exited(pidfd: int, timeout: float = 10.0) -> bool:
     """Whether the process behind ``pidfd`` exits within ``timeout`` seconds."""
     readable, _, _ = select.select([pidfd], [], [], timeout)
     return bool(readable)
-
-
-@pytest.fixture
-def private_zygote() -> Iterator[ZygoteProcess]:
-    """A zygote of this test's own, for tests that stop or kill it."""
-    process = ZygoteProcess.start()
-    try:
-        yield process
-    finally:
-        process.close()
 
 
 def test_every_run_gets_a_fresh_child(run: Run) -> None:
