@@ -413,7 +413,8 @@ async def compare_runtimes(
     import trio
 
     from sandbox import ChildLimits, ZygoteProcess
-    from sandbox.protocol import BlockingChannel, Ready
+    from sandbox._blocking_channel import BlockingChannel
+    from sandbox.protocol import Ready
     from scriptbridge import Bridge, Limits
 
     def fig(name: str, peer: str, unit: str, goal: str) -> Figure:

@@ -24,8 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sandbox._zygote import ZygoteProcess
-from sandbox.protocol import BlockingChannel, Ready
+from sandbox import ZygoteProcess
+from sandbox._blocking_channel import BlockingChannel
+from sandbox.protocol import Ready
 from sandbox.testing import run_script
 
 SCRIPT = "import time\ntime.monotonic()"

@@ -70,12 +70,10 @@ import sys
 import sysconfig
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Final
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Final
 
 from . import _quota
-from .protocol import Layer, SkippedLayer
+from .protocol import ChildLimits, Layer, SkippedLayer
 
 __all__ = [
     "CHILD_ID_BASE",
@@ -117,34 +115,6 @@ than a zygote has live children, so an id comes back into use only long after it
 
 _PROBE_ID: Final = CHILD_ID_BASE + CHILD_ID_SLOTS
 """The id ``probe_layers`` drops to: just past the children's range, never one of theirs."""
-
-
-class ChildLimits(BaseModel):
-    """OS limits of one child, applied before the script is read (the ``rlimits`` layer).
-
-    Attributes:
-        cpu_s: CPU seconds (rounded up); ``SIGXCPU`` kills the child there, ``SIGKILL`` one
-            second later (only the ``SIGKILL`` in a PID namespace of its own, where the child
-            ignores ``SIGXCPU``).
-        memory_mb: address space the script may add to what the forked child already maps
-            (about 40 MiB of the zygote's imports, shared copy-on-write); an allocation past
-            it raises ``MemoryError`` (reported as ``MemoryExceeded``).
-        max_file_bytes: largest file the child may write; a write past it fails with
-            ``EFBIG``.
-        max_open_files: the ``RLIMIT_NOFILE`` of the child (its own 5 fds included).
-        max_out_bytes: bytes of file contents the run may leave in ``out/`` (the ``quota``
-            layer, :mod:`sandbox._quota`); ``RLIMIT_FSIZE`` is at most one byte past it.
-        max_out_files: files and directories the run may leave in ``out/`` (``quota``).
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-    cpu_s: Annotated[float, Field(gt=0, le=86_400)] = 10.0
-    memory_mb: Annotated[int, Field(ge=16, le=1 << 20)] = 256
-    max_file_bytes: Annotated[int, Field(ge=0, le=1 << 50)] = 64 * 2**20
-    max_open_files: Annotated[int, Field(ge=16, le=65_536)] = 64
-    max_out_bytes: Annotated[int, Field(ge=0, le=1 << 50)] = 64 * 2**20
-    max_out_files: Annotated[int, Field(ge=0, le=10**7)] = 1000
 
 
 class IsolationError(OSError):

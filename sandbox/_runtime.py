@@ -60,12 +60,12 @@ from RestrictedPython.compile import compile_restricted_eval, compile_restricted
 from RestrictedPython.transformer import RestrictingNodeTransformer
 
 from . import _guards
+from ._blocking_channel import BlockingChannel
 from .protocol import (
     LAYER_NAMES,
     MAX_DATA_DEPTH,
     MAX_DATA_NODES,
     PROTOCOL_VERSION,
-    BlockingChannel,
     CallFailed,
     CallOk,
     CallTool,

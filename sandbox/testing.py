@@ -19,14 +19,15 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._isolation import ChildLimits
-from ._zygote import ChildExit, ZygoteClient
+from ._blocking_channel import BlockingChannel
+from ._launcher import ZygoteClient
 from .protocol import (
-    BlockingChannel,
     CallFailed,
     CallOk,
     CallTool,
     CallTools,
+    ChildExit,
+    ChildLimits,
     ChildMessage,
     Done,
     Fetch,

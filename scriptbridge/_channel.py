@@ -1,5 +1,5 @@
 """The host side of one child's channel: trio I/O over its two fds (a pipe from the child, and
-a read-only socket to it: :func:`sandbox._zygote.open_channel`).
+a read-only socket to it: :func:`sandbox.open_channel`).
 
 Frames are a 4-byte big-endian length and a msgpack body (:mod:`sandbox.protocol`, the schema
 both sides share). Every message from the child is hostile until validated:
@@ -22,6 +22,7 @@ from typing import Final
 
 import trio
 
+from sandbox import write_parts
 from sandbox.protocol import (
     ChildMessage,
     FrameDecoder,
@@ -29,7 +30,6 @@ from sandbox.protocol import (
     ProtocolError,
     encode_parts,
     parse_child_message,
-    write_parts,
 )
 
 from ._exceptions import ProtocolViolation

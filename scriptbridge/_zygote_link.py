@@ -1,8 +1,8 @@
 """The zygote, driven from trio: spawn, wait and kill without a thread per request.
 
-:class:`ZygoteLink` speaks the zygote's own socket protocol (:mod:`sandbox._zygote`, its sans-I/O
-pair ``encode_request`` / ``read_reply``) on the socket of a running
-:class:`~sandbox._zygote.ZygoteProcess`. Each request is one datagram; one reader task
+:class:`ZygoteLink` speaks the zygote's own socket protocol (the sans-I/O pair
+:func:`sandbox.protocol.encode_request` / :func:`~sandbox.protocol.read_reply`) on the socket of
+a running :class:`sandbox.ZygoteProcess`. Each request is one datagram; one reader task
 (:meth:`ZygoteLink.serve`) hands every reply to the task waiting for it.
 
 Every child is watched from the moment it exists: :meth:`ZygoteLink.spawn` sends the child's
@@ -10,7 +10,7 @@ Every child is watched from the moment it exists: :meth:`ZygoteLink.spawn` sends
 the zygote reaps the child and :meth:`ZygoteLink.wait` only waits for it.
 
 When the reader stops (the zygote exited, its socket broke, or the reader was cancelled), every
-request still waiting fails with :class:`~sandbox._zygote.ZygoteError`, and so does every later
+request still waiting fails with :class:`sandbox.ZygoteError`, and so does every later
 one.
 """
 
@@ -26,17 +26,8 @@ from typing import Final
 
 import trio
 
-from sandbox._isolation import ChildLimits
-from sandbox._zygote import (
-    ChildExit,
-    SpawnedChild,
-    ZygoteError,
-    ZygoteProcess,
-    ZygoteReply,
-    encode_request,
-    open_channel,
-    read_reply,
-)
+from sandbox import ChildExit, ChildLimits, SpawnedChild, ZygoteError, ZygoteProcess, open_channel
+from sandbox.protocol import ZygoteReply, encode_request, read_reply
 
 __all__ = ["ZygoteLink"]
 
@@ -130,7 +121,7 @@ class ZygoteLink:
     async def spawn(self, workspace: os.PathLike[str], limits: ChildLimits) -> SpawnedChild:
         """Fork a fresh child for one run in ``workspace``, watched from now on.
 
-        Returns it with the host's ends of its channel (:func:`sandbox._zygote.open_channel`;
+        Returns it with the host's ends of its channel (:func:`sandbox.open_channel`;
         the caller owns them). Cancelling
         this abandons the request: a child forked for it later is killed when reported.
 

@@ -11,9 +11,10 @@ from collections.abc import AsyncIterator
 import pytest
 import trio
 
+from sandbox import TO_CHILD_SEND_BUFFER, ZygoteError, ZygoteProcess
+from sandbox._blocking_channel import BlockingChannel
 from sandbox._isolation import ChildLimits
-from sandbox._zygote import TO_CHILD_SEND_BUFFER, ZygoteError, ZygoteProcess
-from sandbox.protocol import BlockingChannel, Ready
+from sandbox.protocol import Ready
 from scriptbridge._zygote_link import ZygoteLink
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sandbox._zygote import ZygoteProcess
+from sandbox import ZygoteProcess
 from sandbox.testing import RunRecord, run_script
 
 

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from sandbox import SpawnedChild, ZygoteProcess
+from sandbox._blocking_channel import BlockingChannel
 from sandbox._isolation import (
     _CLOCK_CALLS,
     _CLONE,
@@ -39,8 +41,7 @@ from sandbox._isolation import (
     probe_layers,
     seccomp_template,
 )
-from sandbox._zygote import SpawnedChild, ZygoteProcess
-from sandbox.protocol import LAYER_NAMES, BlockingChannel, Ready
+from sandbox.protocol import LAYER_NAMES, Ready
 from sandbox.testing import RunRecord
 
 Run = Callable[..., RunRecord]

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sandbox._blocking_channel import BlockingChannel
 from sandbox.protocol import (
     MAX_FRAME,
-    BlockingChannel,
     CallFailed,
     CallOk,
     CallTool,

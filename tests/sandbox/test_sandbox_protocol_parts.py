@@ -7,6 +7,7 @@ import os
 import msgpack
 import pytest
 
+from sandbox._blocking_channel import write_parts
 from sandbox.protocol import (
     Done,
     ProtocolError,
@@ -14,7 +15,6 @@ from sandbox.protocol import (
     encode_frame,
     encode_parts,
     parse_child_message,
-    write_parts,
 )
 
 

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from sandbox import ZygoteProcess
+from sandbox._blocking_channel import BlockingChannel
 from sandbox._isolation import OS_LAYERS, ChildLimits
-from sandbox._zygote import ZygoteProcess
-from sandbox.protocol import BlockingChannel, Done, Ready, RunError, RunLimits, Start
+from sandbox.protocol import Done, Ready, RunError, RunLimits, Start
 from sandbox.testing import RunRecord, run_script
 
 Run = Callable[..., RunRecord]

@@ -80,7 +80,8 @@ def test_a_tampered_limit_stop_still_ends_the_run_with_its_own_error() -> None:
     import os
 
     from sandbox import _runtime
-    from sandbox.protocol import BlockingChannel, RunError, Start
+    from sandbox._blocking_channel import BlockingChannel
+    from sandbox.protocol import RunError, Start
 
     host_read, child_write = os.pipe()
     try:

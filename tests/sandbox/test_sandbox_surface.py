@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from sandbox import _guards, _runtime, _surface
-from sandbox.protocol import BlockingChannel, Start
+from sandbox._blocking_channel import BlockingChannel
+from sandbox.protocol import Start
 
 SAMPLES = """
 import json, math, re, datetime, collections, itertools, functools, statistics, random

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from sandbox._zygote import ZygoteError, ZygoteProcess
-from sandbox.protocol import BlockingChannel, Ready, RunError
+from sandbox import ZygoteError, ZygoteProcess
+from sandbox._blocking_channel import BlockingChannel
+from sandbox.protocol import Ready, RunError
 from sandbox.testing import RunRecord, run_script
 
 Run = Callable[..., RunRecord]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from sandbox._zygote import ZygoteProcess
+from sandbox import ZygoteProcess
 
 CONFIGURATIONS = {"full": "all layers", "language-off": "language off", "os-off": "OS layers off"}
 

@@ -55,9 +55,10 @@ from typing import Any
 
 import pytest
 
+from sandbox import SpawnedChild, ZygoteProcess
+from sandbox._blocking_channel import BlockingChannel
 from sandbox._isolation import OS_LAYERS, ChildLimits
-from sandbox._zygote import SpawnedChild, ZygoteProcess
-from sandbox.protocol import BlockingChannel, Done, ProtocolError, Ready, RunLimits, Start
+from sandbox.protocol import Done, ProtocolError, Ready, RunLimits, Start
 from sandbox.testing import RunRecord, run_script
 
 LANGUAGE = (
