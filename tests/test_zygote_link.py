@@ -11,9 +11,8 @@ from collections.abc import AsyncIterator
 import pytest
 import trio
 
-from sandbox import TO_CHILD_SEND_BUFFER, ZygoteError, ZygoteProcess
+from sandbox import TO_CHILD_SEND_BUFFER, ChildLimits, ZygoteError, ZygoteProcess
 from sandbox._blocking_channel import BlockingChannel
-from sandbox._isolation import ChildLimits
 from sandbox.protocol import Ready
 from scriptbridge._zygote_link import ZygoteLink
 

@@ -22,7 +22,10 @@ import pytest
 
 from sandbox import SpawnedChild, ZygoteProcess
 from sandbox._blocking_channel import BlockingChannel
-from sandbox._isolation import (
+from sandbox._isolation import OS_LAYERS, ChildLimits
+from sandbox._isolation._probe import probe_layers
+from sandbox._isolation._process import CHILD_ID_BASE, CHILD_ID_SLOTS, ChildIds
+from sandbox._isolation._seccomp import (
     _CLOCK_CALLS,
     _CLONE,
     _CLONE3,
@@ -31,14 +34,8 @@ from sandbox._isolation import (
     _SIGNAL_CALLS,
     _SYSCALLS,
     _WHO_CALLS,
-    CHILD_ID_BASE,
-    CHILD_ID_SLOTS,
     DENIED_SYSCALLS,
-    OS_LAYERS,
-    ChildIds,
-    ChildLimits,
     build_seccomp_filter,
-    probe_layers,
     seccomp_template,
 )
 from sandbox.protocol import LAYER_NAMES, Ready

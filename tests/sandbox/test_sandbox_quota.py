@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import ZygoteProcess
+from sandbox import OS_LAYERS, ChildLimits, ZygoteProcess
 from sandbox._blocking_channel import BlockingChannel
-from sandbox._isolation import OS_LAYERS, ChildLimits
 from sandbox.protocol import Done, Ready, RunError, RunLimits, Start
 from sandbox.testing import RunRecord, run_script
 

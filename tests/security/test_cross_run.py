@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 from test_security_suite import MODES, P
 
-from sandbox import ZygoteProcess
+from sandbox import ChildLimits, ZygoteProcess
 from sandbox._blocking_channel import BlockingChannel
-from sandbox._isolation import ChildLimits
 from sandbox.protocol import CallTool, Done, Ready, Start, ToolResult
 from sandbox.testing import run_script
 

@@ -55,9 +55,8 @@ from typing import Any
 
 import pytest
 
-from sandbox import SpawnedChild, ZygoteProcess
+from sandbox import OS_LAYERS, ChildLimits, SpawnedChild, ZygoteProcess
 from sandbox._blocking_channel import BlockingChannel
-from sandbox._isolation import OS_LAYERS, ChildLimits
 from sandbox.protocol import Done, ProtocolError, Ready, RunLimits, Start
 from sandbox.testing import RunRecord, run_script
 
