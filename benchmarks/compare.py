@@ -320,8 +320,8 @@ def _read_frame(fd: int) -> bytes | None:
 _FORKER = """
 import os, struct, sys, time
 sys.path.insert(0, sys.argv[1])
-from sandbox import _isolation, _runtime
-_runtime.warm_up()
+from sandbox import _isolation, _warm
+_warm.warm_up()
 _isolation.python_paths()
 os.write(1, b"r")
 while os.read(0, 1):

@@ -2,7 +2,7 @@
 and in inodes; once its child has exited, what the tmpfs holds is copied to the disk, within
 the quota, and the tmpfs is gone.
 
-``write_text`` keeps the quota in the child (:mod:`sandbox._runtime`); this layer keeps it for
+``write_text`` keeps the quota in the child (:mod:`sandbox._session`); this layer keeps it for
 a child that escaped the language layer and writes with plain ``os`` calls, many files,
 directories, links, sparse or preallocated files. ``RLIMIT_FSIZE`` (:mod:`sandbox._isolation`)
 is capped at one byte past ``max_out_bytes`` as well.

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Final
 
 from pydantic import BaseModel
 
-from . import _runtime
+from . import _runtime, _warm
 from ._blocking_channel import BlockingChannel
 from ._isolation import (
     ChildIds,
@@ -256,7 +256,7 @@ class _Server:
         else:
             report.skip("quota", unmounted)
         channel = BlockingChannel(kept[0], kept[1])
-        _runtime.prime()
+        _warm.prime()
         return _runtime.serve(
             channel,
             pid=report.pid,
@@ -350,7 +350,7 @@ def main(fd: int) -> None:
     sock = socket.socket(fileno=fd)
     mounts = enter_private_mounts()
     _keep_freed_memory()
-    _runtime.warm_up()
+    _warm.warm_up()
     python_paths()
     if (arch := seccomp_arch()) is not None:
         seccomp_template(arch)  # made once, here, for every child

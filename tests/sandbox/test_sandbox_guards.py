@@ -260,7 +260,7 @@ def test_methods_and_properties_are_not_read_off_stdlib_classes() -> None:
 
 def test_sandbox_objects_are_read_only() -> None:
     """Instances of the sandbox's own classes (a tool error, a limit stop) can't be written."""
-    from sandbox._runtime import ToolError
+    from sandbox._session import ToolError
 
     with pytest.raises(TypeError, match="read-only"):
         guard_hooks()["_write_"](ToolError("x"))

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from sandbox._runtime import compile_script, prime
+from sandbox._compile import compile_script
+from sandbox._warm import prime
 from sandbox.protocol import RunError
 from sandbox.testing import RunRecord
 
@@ -79,16 +80,16 @@ def test_a_tampered_limit_stop_still_ends_the_run_with_its_own_error() -> None:
     the exception object a script may hold and change."""
     import os
 
-    from sandbox import _runtime
+    from sandbox import _session
     from sandbox._blocking_channel import BlockingChannel
     from sandbox.protocol import RunError, Start
 
     host_read, child_write = os.pipe()
     try:
-        session = _runtime._Session(BlockingChannel(-1, child_write), Start(source=""))
+        session = _session.Session(BlockingChannel(-1, child_write), Start(source=""))
         try:
-            session._stop(_runtime._LimitExceeded("ToolCallsExceeded", "too many calls"))
-        except _runtime._LimitExceeded as stop:
+            session._stop(_session.LimitExceeded("ToolCallsExceeded", "too many calls"))
+        except _session.LimitExceeded as stop:
             held = stop
 
         class Loud:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from sandbox import _guards, _runtime, _surface
+from sandbox import _compile, _guards, _session, _surface
 from sandbox._blocking_channel import BlockingChannel
 from sandbox.protocol import Start
 
@@ -57,7 +57,7 @@ samples = [
 """A script that makes one object of every type a script can get from the surface."""
 
 DYNAMIC_OWNERS = {
-    "sandbox._runtime._ToolsNamespace": "tools.<name>: one caller per offered tool",
+    "sandbox._session.ToolsNamespace": "tools.<name>: one caller per offered tool",
     "__script__.Plain": "the script's own class",
     "__script__.Point": "the script's own namedtuple",
 }
@@ -86,7 +86,7 @@ def _public_names(obj: Any) -> list[str]:
     what the table lists for its class (some C types compute names ``dir`` doesn't show)."""
     if isinstance(obj, _guards.ModuleProxy):
         return list(object.__getattribute__(obj, "_attributes"))
-    if isinstance(obj, _runtime._ToolsNamespace):
+    if isinstance(obj, _session.ToolsNamespace):
         return list(object.__getattribute__(obj, "_callables"))
     listed = _surface.names_of(_qualified(type(obj)))
     return [name for name in dir(obj) if not name.startswith("_")] + list(listed)
@@ -121,9 +121,9 @@ def reachable(roots: Iterable[tuple[str, Any]]) -> set[tuple[str, str]]:
 def script_roots() -> tuple[tuple[str, Any], ...]:
     """The script's starting points: (owner, name, value) of its globals, builtins and
     proxies, plus the samples a real restricted script made."""
-    session = _runtime._Session(BlockingChannel(-1, -1), Start(source="", tools=["docs.search"]))
+    session = _session.Session(BlockingChannel(-1, -1), Start(source="", tools=["docs.search"]))
     namespace = session.script_globals()
-    compiled = _runtime.compile_script(SAMPLES, restricted=True)
+    compiled = _compile.compile_script(SAMPLES, restricted=True)
     assert isinstance(compiled, tuple), compiled
     exec(compiled[0], namespace)
     roots: list[tuple[str, Any]] = []
