@@ -25,14 +25,18 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
+from sandbox.protocol import LEAF_TYPES, MAX_DATA_NODES
+
 from . import markers
 from ._classify import is_block
 
 MAX_DEPTH: Final = 100
-NODE_BUDGET: Final = 1_000_000
+NODE_BUDGET: Final = MAX_DATA_NODES
+"""The node budget of one walk: the channel's own bound on one plain-data value."""
 
-PLAIN_SCALARS: Final = (str, int, float, bool, type(None), bytes)
-"""Leaf values a walk reads as they are (made well formed where they are strings)."""
+PLAIN_SCALARS: Final = LEAF_TYPES
+"""Leaf values a walk reads as they are (made well formed where they are strings): the leaf
+types of the channel's plain data."""
 
 
 def result_dict(result: object) -> dict[Any, Any] | None:

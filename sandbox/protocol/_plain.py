@@ -23,7 +23,7 @@ MAX_DATA_DEPTH: Final = 128
 MAX_DATA_NODES: Final = 1_000_000
 """Most values (containers, keys and leaves) allowed in one :data:`PlainData` value."""
 
-LEAF_TYPES: Final[tuple[type, ...]] = (type(None), bool, int, float, str, bytes)
+LEAF_TYPES: Final[tuple[type, ...]] = (str, int, float, bool, type(None), bytes)
 """The exact types of plain data's leaves (every value that is not a ``list`` or a ``dict``)."""
 
 _LEAVES: Final = frozenset(LEAF_TYPES)
