@@ -62,17 +62,12 @@ Sizing, and how the zygote knows the quota was passed
     the script ends it.
 
 Costs
-    A mount and an unmount per child: 60 to 170 µs before the fork and 80 to 130 µs at the
-    reap, measured on the machine this was written on (2 shared cores, a slow virtual disk),
-    too little to show in a whole run's time there (6.6 to 6.8 ms with the layer or without).
-    Then the copy of what the run left, which costs about what the child's own writes to the
-    disk cost before, mostly the disk's time (there: 0.4 to 0.7 ms a file, the disk alone
-    taking 0.35 to 0.55 ms to create one; 32 to 38 ms for one 64 MiB file; 0.15 to 0.7 s for
-    999 empty files). It is done in the zygote's loop, which serves no other request (spawn,
-    kill, wait) meanwhile: bounded by the quota, and most runs leave a file or none, so this
-    is the simple choice; a copier process per run would take it off the loop. A run's
-    ``out/`` is in memory until the run ends: up to ``max_out_bytes`` plus a page per entry,
-    besides the child's ``memory_mb``.
+    A mount and an unmount per child, before the fork and at the reap; then the copy of what
+    the run left to the disk, which costs mostly the disk's own time. The copy is made in the
+    zygote's loop, which serves no other request (spawn, kill, wait) meanwhile: it is bounded
+    by the quota, and most runs leave a file or none (a copier process per run would take it
+    off the loop). A run's ``out/`` is in memory until the run ends: up to ``max_out_bytes``
+    plus a page per entry, besides the child's ``memory_mb``.
 
 The layer is skipped, with the reason, when the zygote is not root, when it couldn't make its
 namespace, when this architecture's mount calls aren't known here, or when the mount fails

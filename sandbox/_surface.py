@@ -33,8 +33,8 @@ Left out on purpose, as ways out of the language layer or into trusted objects:
 - Python methods and properties read off a class the script didn't write (the names below
   are read off instances, where they are bound): unbound, ``collections.Counter.copy(int)``
   runs ``int.__class__(int)`` and hands out the real ``type``, and a property hands out its
-  getter. ``type`` and every other metaclass are denied as values wherever they are found.
-  (Found by the project's own review of this table; see ``tests/security``.)
+  getter. ``type`` and every other metaclass are denied as values wherever they are found
+  (``tests/security`` attacks each).
 - Everything whose name starts with ``_``, the frame, code, generator and traceback internals,
   ``str.format``/``format_map``, ``ABCMeta.register`` and the other class-level methods of
   metaclasses, and every builtin not listed (``type``, ``getattr``, ``vars``, ``open`` ...).
