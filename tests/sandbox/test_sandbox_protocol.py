@@ -3,19 +3,15 @@ with one ProtocolError, before a byte of an oversized body is buffered."""
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
 import struct
-import threading
-from collections.abc import Iterator
 
 import msgpack
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sandbox._blocking_channel import BlockingChannel
 from sandbox.protocol import (
     MAX_FRAME,
     CallFailed,
@@ -277,48 +273,3 @@ def test_deep_view_is_refused_by_the_host_parser() -> None:
         view = [view]
     with pytest.raises(ProtocolError):
         parse_host_message(msgpack.packb({"op": "tool_result", "call_id": 1, "view": view}))
-
-
-@pytest.fixture
-def pipes() -> Iterator[tuple[int, int, int, int]]:
-    """Two pipes: (a_read, a_write, b_read, b_write); whatever is still open is closed."""
-    a_read, a_write = os.pipe()
-    b_read, b_write = os.pipe()
-    fds = [a_read, a_write, b_read, b_write]
-    yield a_read, a_write, b_read, b_write
-    for fd in fds:
-        with contextlib.suppress(OSError):
-            os.close(fd)
-
-
-def test_blocking_channel_over_pipes(pipes: tuple[int, int, int, int]) -> None:
-    """Messages cross real pipes both ways, including frames larger than the pipe buffer."""
-    a_read, a_write, b_read, b_write = pipes
-    host = BlockingChannel(b_read, a_write)
-    child = BlockingChannel(a_read, b_write)
-    big = ToolResult(call_id=1, view={"blob": b"x" * (1 << 20)})
-    writer = threading.Thread(target=host.send, args=(big,))
-    writer.start()
-    assert child.receive_host() == big
-    writer.join()
-    child.send(Output(text="hi"))
-    assert host.receive_child() == Output(text="hi")
-
-
-def test_blocking_channel_eof(pipes: tuple[int, int, int, int]) -> None:
-    """EOF at a frame boundary reads as None; EOF inside a frame is a ProtocolError."""
-    a_read, a_write, b_read, b_write = pipes
-    os.close(a_write)
-    assert BlockingChannel(a_read, b_write).receive_host() is None
-    os.write(b_write, encode_frame(Output(text="hello"))[:6])
-    os.close(b_write)
-    with pytest.raises(ProtocolError):
-        BlockingChannel(b_read, a_read).receive_child()
-
-
-def test_blocking_channel_refuses_oversized_frame(pipes: tuple[int, int, int, int]) -> None:
-    """A prefix over the channel's limit is refused without reading the body."""
-    a_read, a_write, _, b_write = pipes
-    os.write(a_write, struct.pack(">I", 5000) + b"x" * 10)
-    with pytest.raises(ProtocolError):
-        BlockingChannel(a_read, b_write, limit=4096).read_body()

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
 import msgpack
 import pytest
 
-from sandbox._blocking_channel import write_parts
 from sandbox.protocol import (
     Done,
     ProtocolError,
@@ -26,28 +23,6 @@ def test_parts_are_the_frame() -> None:
     assert int.from_bytes(prefix, "big") == len(body)
     with pytest.raises(ProtocolError):
         encode_parts(message, limit=1024)
-
-
-def test_write_parts_resumes_partial_writes() -> None:
-    """A non-blocking pipe that takes part of a frame is resumed where it stopped."""
-    parts = encode_parts(ToolResult(call_id=1, view="y" * 200_000))
-    total = len(parts[0]) + len(parts[1])
-    read_fd, write_fd = os.pipe()
-    os.set_blocking(write_fd, False)
-    received = bytearray()
-    written = 0
-    try:
-        while written < total:
-            try:
-                written = write_parts(write_fd, parts, written)
-            except BlockingIOError:
-                received += os.read(read_fd, 1 << 20)
-        os.close(write_fd)
-        while chunk := os.read(read_fd, 1 << 20):
-            received += chunk
-    finally:
-        os.close(read_fd)
-    assert bytes(received) == parts[0] + parts[1]
 
 
 def test_trailing_bytes_and_bad_bodies_are_refused() -> None:
