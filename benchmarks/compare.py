@@ -412,8 +412,7 @@ async def compare_runtimes(
     import pydantic_monty
     import trio
 
-    from sandbox import ChildLimits, ZygoteProcess
-    from sandbox._blocking_channel import BlockingChannel
+    from sandbox import BlockingChannel, ChildLimits, ZygoteProcess
     from sandbox.protocol import Ready
     from scriptbridge import Bridge, Limits
 

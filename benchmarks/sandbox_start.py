@@ -24,8 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sandbox import ZygoteProcess
-from sandbox._blocking_channel import BlockingChannel
+from sandbox import BlockingChannel, ZygoteProcess
 from sandbox.protocol import Ready
 from sandbox.testing import run_script
 

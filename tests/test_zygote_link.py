@@ -11,8 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 import trio
 
-from sandbox import TO_CHILD_SEND_BUFFER, ChildLimits, ZygoteError, ZygoteProcess
-from sandbox._blocking_channel import BlockingChannel
+from sandbox import TO_CHILD_SEND_BUFFER, BlockingChannel, ChildLimits, ZygoteError, ZygoteProcess
 from sandbox.protocol import Ready
 from scriptbridge._zygote_link import ZygoteLink
 

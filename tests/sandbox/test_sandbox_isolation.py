@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import SpawnedChild, ZygoteProcess
-from sandbox._blocking_channel import BlockingChannel
+from sandbox import BlockingChannel, SpawnedChild, ZygoteProcess
 from sandbox._isolation import OS_LAYERS, ChildLimits
 from sandbox._isolation._probe import probe_layers
 from sandbox._isolation._process import CHILD_ID_BASE, CHILD_ID_SLOTS, ChildIds

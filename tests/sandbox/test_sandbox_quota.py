@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import OS_LAYERS, ChildLimits, ZygoteProcess
-from sandbox._blocking_channel import BlockingChannel
+from sandbox import OS_LAYERS, BlockingChannel, ChildLimits, ZygoteProcess
 from sandbox.protocol import Done, Ready, RunError, RunLimits, Start
 from sandbox.testing import RunRecord, run_script
 

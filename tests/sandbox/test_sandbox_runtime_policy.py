@@ -80,8 +80,7 @@ def test_a_tampered_limit_stop_still_ends_the_run_with_its_own_error() -> None:
     the exception object a script may hold and change."""
     import os
 
-    from sandbox import _session
-    from sandbox._blocking_channel import BlockingChannel
+    from sandbox import BlockingChannel, _session
     from sandbox.protocol import RunError, Start
 
     host_read, child_write = os.pipe()

@@ -19,8 +19,7 @@ from typing import Any
 
 import pytest
 
-from sandbox import _compile, _guards, _session, _surface
-from sandbox._blocking_channel import BlockingChannel
+from sandbox import BlockingChannel, _compile, _guards, _session, _surface
 from sandbox.protocol import Start
 
 SAMPLES = """

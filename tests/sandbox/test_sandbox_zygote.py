@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import ZygoteError, ZygoteProcess
-from sandbox._blocking_channel import BlockingChannel
+from sandbox import BlockingChannel, ZygoteError, ZygoteProcess
 from sandbox.protocol import Ready, RunError
 from sandbox.testing import RunRecord, run_script
 

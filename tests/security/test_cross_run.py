@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 from test_security_suite import MODES, P
 
-from sandbox import ChildLimits, ZygoteProcess
-from sandbox._blocking_channel import BlockingChannel
+from sandbox import BlockingChannel, ChildLimits, ZygoteProcess
 from sandbox.protocol import CallTool, Done, Ready, Start, ToolResult
 from sandbox.testing import run_script
 

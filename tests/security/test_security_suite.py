@@ -55,8 +55,7 @@ from typing import Any
 
 import pytest
 
-from sandbox import OS_LAYERS, ChildLimits, SpawnedChild, ZygoteProcess
-from sandbox._blocking_channel import BlockingChannel
+from sandbox import OS_LAYERS, BlockingChannel, ChildLimits, SpawnedChild, ZygoteProcess
 from sandbox.protocol import Done, ProtocolError, Ready, RunLimits, Start
 from sandbox.testing import RunRecord, run_script
 
