@@ -47,6 +47,11 @@ class PythonTool:
     fn: Callable[..., Any]
     description: str
 
+    @property
+    def server(self) -> None:
+        """A host tool's result comes from no server."""
+        return None
+
     async def call(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Call the function with ``arguments`` as keywords; returns its MCP-shaped result.
 
