@@ -49,7 +49,7 @@ from ._run_services import RunServices, one_line
 from ._run_state import RunEnded, RunState
 from ._spares import READY_TIMEOUT_S
 
-__all__ = ["NO_ENDING", "converse", "serve_child", "start_message"]
+__all__ = ["NO_ENDING", "converse", "serve_child", "start_message", "tool_reply"]
 
 log = logging.getLogger("scriptbridge.supervisor")
 
@@ -126,16 +126,12 @@ async def converse(
             case CallTool(call_id=call_id, name=name, args=args):
                 run.count_calls(1)
                 ok, answer = await services.call(name, args)
-                reply: Any = (
-                    ToolResult(call_id=call_id, view=answer)
-                    if ok
-                    else ToolFailed(call_id=call_id, message=answer)
-                )
-                await _answer(channel, reply, call_id)
+                await _answer(channel, tool_reply(call_id, ok, answer), call_id)
             case CallTools(call_id=call_id, calls=calls):
                 run.count_calls(len(calls))
                 outcomes = await services.call_batch([(c.name, c.args) for c in calls])
-                await _answer(channel, ToolResults(call_id=call_id, results=outcomes), call_id)
+                batch = ToolResults.model_construct(call_id=call_id, results=outcomes)
+                await _answer(channel, batch, call_id)
             case Fetch(call_id=call_id, ref_id=ref_id):
                 await _answer(channel, await services.fetch(call_id, ref_id), call_id)
             case Done(value=value):
@@ -148,6 +144,18 @@ async def converse(
                 raise ProtocolViolation("the child sent ready twice")
             case _:
                 raise ProtocolViolation(f"unexpected message {_op(message)}")
+
+
+def tool_reply(call_id: int, ok: bool, answer: Any) -> ToolResult | ToolFailed:
+    """The answer to one tool call: its script view, or the failure's reason.
+
+    A view is the renderer's (:func:`~scriptbridge._render.render_for_script`): plain data
+    within the protocol's bounds by construction, so the message is built without validating
+    it again (what comes from the child is validated, not what the host made).
+    """
+    if ok:
+        return ToolResult.model_construct(call_id=call_id, view=answer)
+    return ToolFailed(call_id=call_id, message=answer)
 
 
 def start_message(run: RunState, source: str, inputs: dict[str, Any], tools: list[str]) -> Start:

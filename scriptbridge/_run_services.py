@@ -25,14 +25,14 @@ from typing import Any, Final
 
 import trio
 
-from sandbox.protocol import CallFailed, CallOk, FetchResult, check_plain
+from sandbox.protocol import MAX_DATA_NODES, CallFailed, CallOk, FetchResult
 
 from . import lanes, markers
 from ._exceptions import ProtocolViolation
 from ._fetcher import ReferenceFetcher, Saved
 from ._mcp import ToolServerError
 from ._registry import ReferenceRecord, ReferenceRegistry
-from ._render import render_script_view
+from ._render import render_for_script
 from ._run_dirs import RunDir
 from ._run_state import RunState
 from ._tool_table import ToolTable
@@ -93,7 +93,10 @@ class RunServices:
             if done is None:  # pragma: no cover - every task of the nursery finished
                 continue
             ok, answer = self._answer(name, *done)
-            outcomes.append(CallOk(view=answer) if ok else CallFailed(message=answer))
+            # a view is plain data by construction (see tool_reply): not validated again
+            outcomes.append(
+                CallOk.model_construct(view=answer) if ok else CallFailed(message=answer)
+            )
         return outcomes
 
     async def _invoke(self, name: str, args: dict[str, Any]) -> tuple[bool, Any]:
@@ -120,13 +123,14 @@ class RunServices:
         if isinstance(result, dict) and result.get("isError") is True:
             text = lanes.stored_copy(result, self._registry).strip()
             return False, (text or f"the tool {name} failed")[:TOOL_ERROR_MAX_CHARS]
-        view = render_script_view(result, self._registry)
-        try:
-            check_plain(view)  # what a message may carry (values, depth): else no message
-        except ValueError as exc:
-            return False, f"its result can't be handed to a script: {exc}"
-        self._run.given_ids.update(_reference_ids(view))
-        return True, view
+        done = render_for_script(result, self._registry)
+        if done.nodes > MAX_DATA_NODES:  # its depth is within the protocol's by construction
+            return False, (
+                "its result can't be handed to a script: "
+                f"plain data has more than {MAX_DATA_NODES} values"
+            )
+        self._run.given_ids.update(done.reference_ids)
+        return True, done.view
 
     async def fetch(self, call_id: int, ref_id: str) -> FetchResult:
         """Answer a fetch of ``ref_id``: the path of its payload in the run's ``refs/``, or why
@@ -171,19 +175,3 @@ def one_line(text: str) -> str:
     """The first line of ``text``, cut to :data:`REASON_MAX_CHARS` and made well formed."""
     line = text.strip().splitlines()[0] if text.strip() else "it failed"
     return markers.well_formed(line[:REASON_MAX_CHARS])
-
-
-def _reference_ids(view: Any) -> set[str]:
-    """The reference ids a view gives a script (its script objects' ids), iteratively."""
-    found: set[str] = set()
-    stack = [view]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            if item.get("type") == "reference" and isinstance(item.get("id"), str):
-                found.add(item["id"])
-            else:
-                stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return found

@@ -59,8 +59,8 @@ def result_dict(result: object) -> dict[Any, Any] | None:
 NOT_PLAIN: Final = object()
 """What :func:`plain_scalar` answers for a value no view can carry."""
 
-_INT_MIN: Final = -(2**63)
-_INT_MAX: Final = 2**64 - 1
+INT_MIN: Final = -(2**63)
+INT_MAX: Final = 2**64 - 1
 
 
 def plain_scalar(value: object) -> Any:
@@ -78,7 +78,7 @@ def plain_scalar(value: object) -> Any:
         return bool(value)
     if isinstance(value, int):
         exact_int = value if type(value) is int else int.__int__(value)
-        return exact_int if _INT_MIN <= exact_int <= _INT_MAX else NOT_PLAIN
+        return exact_int if INT_MIN <= exact_int <= INT_MAX else NOT_PLAIN
     if isinstance(value, float):
         return value if type(value) is float else float.__float__(value)
     if isinstance(value, bytes):
@@ -207,6 +207,9 @@ class Budget:
     def __init__(self) -> None:
         self.seen: set[int] = set()
         self.nodes = 1
+        self.copied = 0
+        """Values :func:`copy_tree` made with this budget, counted as the protocol counts plain
+        data (``sandbox.protocol.check_plain``): one per container, leaf and dict key."""
 
     def open(self, container: object, count: int) -> bool:
         """Open a container of ``count`` values: False when it was reached before in this walk
@@ -240,16 +243,21 @@ def copy_tree(
     ``bytes`` only with ``keep_bytes``), keys become ``str`` (:func:`plain_key`). Past the depth
     limit or the budget, or at a container reached twice, the copy holds ``DATA_TOO_DEEP``; a
     value it can't carry (an object, a bad key, a container whose methods raise) holds
-    ``UNREADABLE_VALUE``. ``root`` sits at ``depth``. Never raises, never recurses.
+    ``UNREADABLE_VALUE``. ``root`` sits at ``depth``, and no container of the copy sits deeper
+    than :data:`MAX_DEPTH`. What the copy holds is added to ``budget.copied`` (a block's view
+    must be a flat dict or a leaf). Never raises, never recurses.
     """
     holder: list[Any] = [None]
     stack: list[tuple[Any, Any, Any, int]] = [(root, holder, 0, depth)]
+    copied = 0
     while stack:
         value, parent, key, level = stack.pop()
+        copied += 1
         try:
             parent[key] = _copy_one(value, level, budget, show_block, keep_bytes, stack)
         except Exception:
             parent[key] = markers.UNREADABLE_VALUE
+    budget.copied += copied
     return holder[0]
 
 
@@ -271,14 +279,19 @@ def _copy_one(
             return markers.DATA_TOO_DEEP
         if is_block(value):
             budget.visit(value)
-            return show_block(value)
+            shown = show_block(value)
+            if type(shown) is dict:
+                budget.copied += 2 * len(shown)
+            return shown
         items = [(plain_key(k), child) for k, child in dict.items(value)]
         if any(k is None for k, _ in items):
             return markers.UNREADABLE_VALUE
         if not budget.open(value, len(items)):
             return markers.DATA_TOO_DEEP
-        out: dict[Any, Any] = dict.fromkeys(k for k, _ in items)  # filled as the stack unwinds
-        stack.extend((child, out, k, level + 1) for k, child in reversed(items))
+        chosen = dict(items)  # a key spelt twice (1 and "1") keeps its last value only
+        budget.copied += len(chosen)
+        out: dict[Any, Any] = dict.fromkeys(chosen)  # filled as the stack unwinds
+        stack.extend((child, out, k, level + 1) for k, child in reversed(chosen.items()))
         return out
     if isinstance(value, list | tuple):
         if level > MAX_DEPTH or not budget.open(value, len(value)):
