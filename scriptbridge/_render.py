@@ -17,7 +17,7 @@ and returns plain data only (dict, list, str, int, float, bool, None, bytes), sh
   and the uri carries no credential (no userinfo, no query, no fragment) and nothing a reader
   could be misled by (whitespace, control or format characters, a lone surrogate, more than
   2,048 characters). What a reader may learn of a reference is decided in
-  :mod:`scriptbridge._refs`, for this view and the model's lanes alike.
+  :mod:`scriptbridge._disclosure`, for this view and the model's lanes alike.
 - A ``{"type": "reference", "id": ...}`` dict is a script object only when its id names a live
   record; it is rebuilt from that record, so rendering a view again gives the same view.
 - At any depth of the data, a dict whose ``type`` is a block type is replaced by what that block
@@ -68,21 +68,11 @@ from ._classify import (
     is_block,
     is_never,
 )
-from ._refs import ShownReference, show_record, show_reference
+from ._disclosure import ShownReference, show_record, show_reference
+from ._plain import INT_MAX, INT_MIN, is_plain_leaf, plain_children, plain_key
 from ._registry import ReferenceRegistry
-from ._walk import (
-    INT_MAX,
-    INT_MIN,
-    NODE_BUDGET,
-    Budget,
-    children_of,
-    copy_tree,
-    data_of,
-    is_plain_leaf,
-    plain_children,
-    plain_key,
-    result_dict,
-)
+from ._result_dict import data_of, result_dict
+from ._walk import NODE_BUDGET, Budget, children_of, copy_tree
 
 __all__ = ["ScriptView", "render_for_script", "render_script_view", "render_withheld_view"]
 
@@ -408,7 +398,7 @@ class _Walk:
         That walk found every container, leaf and key of exact builtin types and reached no
         limit (no container twice, none too deep, the budget kept), so the copy meets none
         either: the same copy :func:`~scriptbridge._walk.copy_tree` makes (leaves and keys as
-        :func:`~scriptbridge._walk.plain_scalar` and :func:`~scriptbridge._walk.plain_key`
+        :func:`~scriptbridge._plain.plain_scalar` and :func:`~scriptbridge._plain.plain_key`
         give them, blocks as :meth:`block` shows them), counted into ``budget.copied`` alike.
         """
         well_formed = markers.well_formed

@@ -25,7 +25,8 @@ from sandbox.protocol import MAX_DATA_NODES, check_plain
 from scriptbridge import ReferenceRegistry, markers, render_script_view
 from scriptbridge._claims import _read_general, read_claims, read_plain_claims
 from scriptbridge._classify import classify_block
-from scriptbridge._refs import URI_MAX_CHARS, _label, shows_uri
+from scriptbridge._disclosure import URI_MAX_CHARS, _label, shows_uri
+from scriptbridge._plain import plain_children
 from scriptbridge._render import (
     ScriptView,
     _local_view,
@@ -34,7 +35,7 @@ from scriptbridge._render import (
     _render_plain,
     _Walk,
 )
-from scriptbridge._walk import MAX_DEPTH, plain_children
+from scriptbridge._walk import MAX_DEPTH
 
 # --- strategies -------------------------------------------------------------------------------
 
@@ -464,7 +465,8 @@ def full_shows_uri(uri: str) -> bool:
 
 
 def full_label(text: str | None, uri: str, limit: int) -> str | None:
-    """:func:`scriptbridge._refs._label` without its shortcut for labels that need no cleaning."""
+    """:func:`scriptbridge._disclosure._label` without its shortcut for labels that need no
+    cleaning."""
     if text is None:
         return None
     full = full_clean_label(text, len(text))
