@@ -114,7 +114,8 @@ class ToolError(Exception):
 
 
 class Unfetchable(Exception):
-    """Raised in a script by ``fetch`` when a payload can't be fetched; the message says why."""
+    """Raised in a script by ``fetch`` when a payload can't be fetched; the message is the reason
+    of the host's answer (``scriptbridge.Unfetchable``, an outcome, not this exception)."""
 
 
 class _LimitExceeded(BaseException):
