@@ -23,8 +23,9 @@ from hostile_children import (
 from loopback_http import LoopbackServer, body, stall, start_server
 
 from scriptbridge import markers
-from scriptbridge._limits import Limits, ScriptResult
+from scriptbridge._limits import Limits
 from scriptbridge._mcp import McpServer
+from scriptbridge._results import ScriptResult
 from scriptbridge._supervisor import Bridge, _Run
 from scriptbridge._tools import python_tool
 
