@@ -60,6 +60,7 @@ from RestrictedPython.compile import compile_restricted_eval, compile_restricted
 from RestrictedPython.transformer import RestrictingNodeTransformer
 
 from . import _guards
+from ._endings import Ending
 from .protocol import (
     LAYER_NAMES,
     MAX_DATA_DEPTH,
@@ -113,15 +114,16 @@ class ToolError(Exception):
 
 
 class Unfetchable(Exception):
-    """Raised in a script by ``fetch`` when a payload can't be fetched; the message says why."""
+    """Raised in a script by ``fetch`` when a payload can't be fetched; the message is the reason
+    of the host's answer (``scriptbridge.Unfetchable``, an outcome, not this exception)."""
 
 
 class _LimitExceeded(BaseException):
     """A limit the child enforces itself; a BaseException so ``except Exception`` skips it."""
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, ending: Ending, message: str) -> None:
         super().__init__(message)
-        self.kind = kind
+        self.ending = ending
 
 
 class _HostGone(BaseException):
@@ -373,7 +375,9 @@ class _Session:
         if self.stopped is None:
             self.stopped = exc
             if isinstance(exc, _LimitExceeded):  # kept apart: a script may hold the exception
-                self.limit_error = RunError(type=exc.kind, message=str(exc), line=None, phase="run")
+                self.limit_error = RunError(
+                    type=exc.ending.value, message=str(exc), line=None, phase="run"
+                )
         raise self.stopped
 
     # -- output --------------------------------------------------------------------------------
@@ -419,7 +423,7 @@ class _Session:
             self.flush()
             self._stop(
                 _LimitExceeded(
-                    "OutputExceeded",
+                    Ending.OutputExceeded,
                     f"the script printed more than {self._limits.max_output_bytes} bytes",
                 )
             )
@@ -480,7 +484,7 @@ class _Session:
         if self._tool_calls + count > self._limits.max_tool_calls:
             self._stop(
                 _LimitExceeded(
-                    "ToolCallsExceeded",
+                    Ending.ToolCallsExceeded,
                     f"the script made more than {self._limits.max_tool_calls} tool calls",
                 )
             )
@@ -645,7 +649,7 @@ class _Session:
         self._out_entries = entries
 
     def _stop_for_disk(self, what: str) -> NoReturn:
-        self._stop(_LimitExceeded("DiskQuotaExceeded", f"the script's out/ would hold {what}"))
+        self._stop(_LimitExceeded(Ending.DiskQuotaExceeded, f"the script's out/ would hold {what}"))
 
     # -- the end -------------------------------------------------------------------------------
 

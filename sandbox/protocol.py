@@ -59,6 +59,8 @@ from pydantic import (
     model_validator,
 )
 
+from ._endings import Ending as Ending
+
 __all__ = [
     "DEFAULT_FRAME_LIMIT",
     "LAYER_NAMES",

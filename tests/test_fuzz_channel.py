@@ -56,7 +56,8 @@ from sandbox.protocol import (
 )
 from scriptbridge import Bridge, ProtocolViolation
 from scriptbridge._channel import READ_CHUNK, ChildChannel
-from scriptbridge._limits import Limits, ScriptResult
+from scriptbridge._limits import Limits
+from scriptbridge._results import ScriptResult
 from scriptbridge._tools import python_tool
 
 EXAMPLES = {"streams": 800, "open-pipe": 250, "served": 200, "decoder": 600, "channel": 250}

@@ -24,8 +24,9 @@ from loopback_http import LoopbackServer, body, stall, start_server
 
 from scriptbridge import markers
 from scriptbridge._launcher import ZygoteLauncher
-from scriptbridge._limits import Limits, ScriptResult
+from scriptbridge._limits import Limits
 from scriptbridge._mcp import McpServer
+from scriptbridge._results import ScriptResult
 from scriptbridge._run_state import RunEnded, RunState
 from scriptbridge._supervisor import Bridge
 from scriptbridge._tools import python_tool

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sandbox._runtime import compile_script, prime
-from sandbox.protocol import RunError
+from sandbox.protocol import Ending, RunError
 from sandbox.testing import RunRecord
 
 Run = Callable[..., RunRecord]
@@ -86,7 +86,7 @@ def test_a_tampered_limit_stop_still_ends_the_run_with_its_own_error() -> None:
     try:
         session = _runtime._Session(BlockingChannel(-1, child_write), Start(source=""))
         try:
-            session._stop(_runtime._LimitExceeded("ToolCallsExceeded", "too many calls"))
+            session._stop(_runtime._LimitExceeded(Ending.ToolCallsExceeded, "too many calls"))
         except _runtime._LimitExceeded as stop:
             held = stop
 
