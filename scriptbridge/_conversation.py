@@ -28,6 +28,7 @@ from sandbox.protocol import (
     CallTool,
     CallTools,
     Done,
+    Ending,
     Fetch,
     FetchResult,
     Output,
@@ -44,8 +45,8 @@ from sandbox.protocol import (
 from ._channel import ChildChannel
 from ._exceptions import ProtocolViolation
 from ._launcher import Child
-from ._limits import ScriptError
-from ._run_services import RunServices, one_line
+from ._results import ScriptError, error_from_child
+from ._run_services import RunServices
 from ._run_state import RunEnded, RunState
 from ._spares import READY_TIMEOUT_S
 
@@ -75,14 +76,14 @@ async def serve_child(
         try:
             value, error = await converse(run, child.channel, child.ready, start, services)
         except ProtocolViolation as exc:
-            error = ScriptError(type="ProtocolViolation", message=str(exc))
+            error = ScriptError(ending=Ending.ProtocolViolation, message=str(exc))
         except RunEnded as exc:
-            error = ScriptError(type=exc.kind, message=exc.message)
+            error = ScriptError(ending=exc.ending, message=exc.message)
     if run.scope.cancelled_caught and run.closing:
-        error = ScriptError(type="Cancelled", message="the bridge was closed")
+        error = ScriptError(ending=Ending.Cancelled, message="the bridge was closed")
     elif wall.cancelled_caught:
         error = ScriptError(
-            type="WallTimeExceeded",
+            ending=Ending.WallTimeExceeded,
             message=f"the script ran past its {limits.wall_s:g} s wall time",
         )
     return value, error
@@ -108,9 +109,9 @@ async def converse(
     try:
         await channel.send(start)
     except ProtocolError as exc:
-        raise RunEnded("ProtocolViolation", f"the run's start message: {exc}") from exc
+        raise RunEnded(Ending.ProtocolViolation, f"the run's start message: {exc}") from exc
     except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-        raise RunEnded("SandboxCrashed", "the sandbox closed its channel") from exc
+        raise RunEnded(Ending.SandboxCrashed, "the sandbox closed its channel") from exc
     while True:
         message = await channel.receive()
         call_id = getattr(message, "call_id", None)
@@ -137,9 +138,9 @@ async def converse(
             case Done(value=value):
                 run.ended_cleanly = True
                 return value, None
-            case RunError(type=kind, message=text, line=line):
+            case RunError() as failed:
                 run.ended_cleanly = True
-                return None, ScriptError(type=kind, message=text, line=line)
+                return None, error_from_child(failed)
             case Ready():
                 raise ProtocolViolation("the child sent ready twice")
             case _:
@@ -179,14 +180,14 @@ async def _first_message(channel: ChildChannel) -> object:
     with trio.move_on_after(READY_TIMEOUT_S) as ready_wait:
         first = await channel.receive()
     if ready_wait.cancelled_caught:
-        raise RunEnded("SandboxCrashed", "the sandbox didn't report ready in time")
+        raise RunEnded(Ending.SandboxCrashed, "the sandbox didn't report ready in time")
     return first
 
 
 def _check_ready(run: RunState, first: object) -> None:
     """Check the child's first message is a ``ready`` of this protocol; keep its layers."""
     if isinstance(first, RunError) and first.phase == "setup":
-        raise RunEnded("SandboxCrashed", f"couldn't start: {one_line(first.message)}")
+        raise RunEnded(Ending.SandboxCrashed, error_from_child(first).message)
     if not isinstance(first, Ready):
         raise ProtocolViolation(f"expected ready first, got {_op(first)}")
     if first.protocol != PROTOCOL_VERSION:
@@ -214,7 +215,7 @@ async def _answer(channel: ChildChannel, reply: Any, call_id: int) -> None:
                 await channel.send(ToolFailed(call_id=call_id, message=reason))
     except ProtocolError as exc:  # even its failures don't fit: a batch too large to answer
         raise RunEnded(
-            "ToolCallsExceeded",
+            Ending.ToolCallsExceeded,
             "the script's batch of tool calls can't be answered, even as failures, within "
             f"this run's {channel.limit}-byte message limit",
         ) from exc

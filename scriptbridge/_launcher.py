@@ -23,11 +23,12 @@ from typing import Final, Protocol
 import trio
 
 from sandbox import ChildExit, ChildLimits, SpawnedChild, ZygoteError, ZygoteProcess
-from sandbox.protocol import Ready
+from sandbox.protocol import Ending, Ready
 
 from ._channel import ChildChannel
 from ._exceptions import ScriptBridgeError
-from ._limits import Limits, ScriptError
+from ._limits import Limits
+from ._results import ScriptError
 from ._run_dirs import RunDir, RunDirs
 from ._spares import SparePool
 from ._zygote_link import ZygoteLink
@@ -222,14 +223,18 @@ def exit_error(status: ChildExit, limits: Limits) -> ScriptError:
     code = status.returncode
     if code == -signal.SIGXCPU or (code == -signal.SIGKILL and status.cpu_s >= limits.cpu_s):
         return ScriptError(
-            type="CpuTimeExceeded", message=f"the script used its {limits.cpu_s:g} s of CPU time"
+            ending=Ending.CpuTimeExceeded,
+            message=f"the script used its {limits.cpu_s:g} s of CPU time",
         )
     if code < 0 and status.max_rss_kb >= limits.memory_mb * 1024 * 0.9:
         return ScriptError(
-            type="MemoryExceeded", message=f"the script used its {limits.memory_mb} MiB of memory"
+            ending=Ending.MemoryExceeded,
+            message=f"the script used its {limits.memory_mb} MiB of memory",
         )
     try:
         how = f"signal {signal.Signals(-code).name}" if code < 0 else f"status {code}"
     except ValueError:  # a real-time signal has no name
         how = f"signal {-code}"
-    return ScriptError(type="SandboxCrashed", message=f"the sandbox process ended with {how}")
+    return ScriptError(
+        ending=Ending.SandboxCrashed, message=f"the sandbox process ended with {how}"
+    )

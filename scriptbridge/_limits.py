@@ -7,14 +7,7 @@ and memory, the runtime's own counters), so a child that lies can't outlive them
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from sandbox.protocol import Ending
-
-from . import _results
-from ._results import ScriptResult as ScriptResult
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["Limits"]
 
@@ -59,42 +52,3 @@ class Limits(BaseModel):
     max_fetches: int = Field(default=100, ge=0, le=10**6)
     max_out_bytes: int = Field(default=64 * 2**20, ge=0, le=2**40)
     max_out_files: int = Field(default=1000, ge=0, le=10**6)
-
-
-# --- transitional ---------------------------------------------------------------------------
-# _supervisor.py imports ScriptError and ScriptResult from here and builds ScriptErrors without
-# an ending. Until it builds them with ``_results.error_from_child`` and ``ending=``, this
-# subclass infers the ending from the type alone (a compile refusal from its usual type names).
-# Delete it, and the ScriptResult re-export above, when _supervisor.py imports from _results.
-
-_REFUSED_TYPES = frozenset({"SyntaxError", "CompileError"})
-
-
-class ScriptError(_results.ScriptError):
-    """Transitional: a ``_results.ScriptError`` whose ``ending``, when not given, is inferred
-    from ``type`` (an ending's own name; ``SyntaxError``/``CompileError``: ``ScriptRejected``;
-    any other name: ``ScriptFailed``). Only ``_supervisor.py`` uses it, until it is rewired."""
-
-    ending: Ending = Ending.ScriptFailed  # always replaced by the inferred one, below
-
-    @model_validator(mode="before")
-    @classmethod
-    def _infer_ending(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "ending" not in data:
-            kind = data.get("type")
-            if (
-                isinstance(kind, str)
-                and kind in Ending.__members__
-                and kind
-                not in (
-                    "ScriptRejected",
-                    "ScriptFailed",
-                )
-            ):
-                ending = Ending(kind)
-            elif kind in _REFUSED_TYPES:
-                ending = Ending.ScriptRejected
-            else:
-                ending = Ending.ScriptFailed
-            return {**data, "ending": ending}
-        return data

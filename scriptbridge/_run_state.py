@@ -7,17 +7,19 @@ from dataclasses import dataclass, field
 
 import trio
 
+from sandbox.protocol import Ending
+
 from ._limits import Limits
 
 __all__ = ["RunEnded", "RunProgress", "RunState"]
 
 
 class RunEnded(Exception):
-    """Ends a run early with an error of type ``kind`` (raised while it is served)."""
+    """Ends a run early with ``ending`` (raised while it is served)."""
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, ending: Ending, message: str) -> None:
         super().__init__(message)
-        self.kind = kind
+        self.ending = ending
         self.message = message
 
 
@@ -60,7 +62,7 @@ class RunState:
             self.stdout.append(data[: max(room, 0)].decode("utf-8", "ignore"))
             self.stdout_bytes = self.limits.max_output_bytes
             raise RunEnded(
-                "OutputExceeded",
+                Ending.OutputExceeded,
                 f"the script printed more than {self.limits.max_output_bytes} bytes",
             )
         self.stdout.append(text)
@@ -71,7 +73,7 @@ class RunState:
         self.tool_calls += count
         if self.tool_calls > self.limits.max_tool_calls:
             raise RunEnded(
-                "ToolCallsExceeded",
+                Ending.ToolCallsExceeded,
                 f"the script made more than {self.limits.max_tool_calls} tool calls",
             )
 

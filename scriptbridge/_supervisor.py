@@ -48,15 +48,16 @@ from typing import Any, Final
 import trio
 
 from sandbox import ChildExit, ZygoteError
-from sandbox.protocol import check_plain
+from sandbox.protocol import Ending, check_plain
 
 from ._conversation import NO_ENDING, serve_child, start_message
 from ._exceptions import ScriptBridgeError
 from ._fetcher import ReferenceFetcher
 from ._launcher import Child, Launcher, ZygoteLauncher, exit_error
-from ._limits import Limits, ScriptError, ScriptResult
+from ._limits import Limits
 from ._mcp import McpServer
 from ._registry import ReferenceRecord, ReferenceRegistry
+from ._results import ScriptError, ScriptResult
 from ._run_dirs import RunDir, RunDirs
 from ._run_services import RunServices
 from ._run_state import RunProgress, RunState
@@ -260,7 +261,7 @@ class Bridge:
         try:
             return await self.launcher.spawn(run_dir, run.limits)
         except (ZygoteError, TimeoutError, OSError) as exc:
-            return ScriptError(type="SandboxCrashed", message=f"couldn't start: {exc}")
+            return ScriptError(ending=Ending.SandboxCrashed, message=f"couldn't start: {exc}")
 
     async def _serve(
         self,
@@ -312,7 +313,7 @@ def _result(
         error = (
             exit_error(status, run.limits)
             if status is not None
-            else ScriptError(type="SandboxCrashed", message="the sandbox process vanished")
+            else ScriptError(ending=Ending.SandboxCrashed, message="the sandbox process vanished")
         )
     limits = run.limits
     outputs, passed = run_dir.outputs(limits.max_out_files, limits.max_out_bytes)
@@ -321,8 +322,8 @@ def _result(
         run_dir.throw_away()
         outputs = []
         quota = f"the script left {passed} in out/, so none of it was kept"
-    if quota is not None and (error is None or error.type != "Cancelled"):
-        error = ScriptError(type="DiskQuotaExceeded", message=quota)
+    if quota is not None and (error is None or error.ending is not Ending.Cancelled):
+        error = ScriptError(ending=Ending.DiskQuotaExceeded, message=quota)
     return ScriptResult(
         ok=error is None,
         value=None if error is not None else value,

@@ -386,6 +386,8 @@ def simulate(
             case Done(value=value):
                 out.value = value
                 return ended("ok")
+            case RunError(phase="setup"):
+                return ended("SandboxCrashed")  # a setup failure after ready: it couldn't start
             case RunError(type=kind):
                 return ended(kind)
     if after == "hang":

@@ -443,7 +443,7 @@ def test_empty_output_keeps_no_entry() -> None:
     assert most == 0 and run.stdout == ["x"]
     with pytest.raises(RunEnded) as ended:
         run.print("yyyy")
-    assert ended.value.kind == "OutputExceeded" and "".join(run.stdout) == "xyyy"
+    assert ended.value.ending == "OutputExceeded" and "".join(run.stdout) == "xyyy"
 
 
 async def test_a_tool_view_too_large_for_the_channel_is_a_tool_error(bridge: Bridge) -> None:
