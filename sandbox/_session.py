@@ -35,6 +35,7 @@ from typing import Any, Final, NoReturn
 
 from . import _files, _guards
 from ._blocking_channel import BlockingChannel
+from ._endings import Ending
 from ._values import NotPlainError, cut, exact_list, exact_str, to_plain, well_formed
 from .protocol import (
     CallFailed,
@@ -74,15 +75,16 @@ class ToolError(Exception):
 
 
 class Unfetchable(Exception):
-    """Raised in a script by ``fetch`` when a payload can't be fetched; the message says why."""
+    """Raised in a script by ``fetch`` when a payload can't be fetched; the message is the reason
+    of the host's answer (``scriptbridge.Unfetchable``, an outcome, not this exception)."""
 
 
 class LimitExceeded(BaseException):
     """A limit the child enforces itself; a BaseException so ``except Exception`` skips it."""
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, ending: Ending, message: str) -> None:
         super().__init__(message)
-        self.kind = kind
+        self.ending = ending
 
 
 class HostGone(BaseException):
@@ -200,7 +202,9 @@ class Session:
         if self.stopped is None:
             self.stopped = exc
             if isinstance(exc, LimitExceeded):  # kept apart: a script may hold the exception
-                self.limit_error = RunError(type=exc.kind, message=str(exc), line=None, phase="run")
+                self.limit_error = RunError(
+                    type=exc.ending.value, message=str(exc), line=None, phase="run"
+                )
         raise self.stopped
 
     # -- output --------------------------------------------------------------------------------
@@ -246,7 +250,7 @@ class Session:
             self.flush()
             self._stop(
                 LimitExceeded(
-                    "OutputExceeded",
+                    Ending.OutputExceeded,
                     f"the script printed more than {self._limits.max_output_bytes} bytes",
                 )
             )
@@ -307,7 +311,7 @@ class Session:
         if self._tool_calls + count > self._limits.max_tool_calls:
             self._stop(
                 LimitExceeded(
-                    "ToolCallsExceeded",
+                    Ending.ToolCallsExceeded,
                     f"the script made more than {self._limits.max_tool_calls} tool calls",
                 )
             )
@@ -445,7 +449,7 @@ class Session:
         self._out_entries = entries
 
     def _stop_for_disk(self, what: str) -> NoReturn:
-        self._stop(LimitExceeded("DiskQuotaExceeded", f"the script's out/ would hold {what}"))
+        self._stop(LimitExceeded(Ending.DiskQuotaExceeded, f"the script's out/ would hold {what}"))
 
     # -- the end -------------------------------------------------------------------------------
 

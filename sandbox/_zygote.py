@@ -37,7 +37,7 @@ import signal
 import socket
 import subprocess  # noqa: F401  (held by every child: see below)
 import sys
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from pydantic import BaseModel
 
@@ -53,9 +53,7 @@ from ._isolation import (
     seccomp_template,
 )
 from ._quota import OutMount, enter_private_mounts
-from .protocol import ChildExit as ChildExit
-from .protocol import ProtocolError, RunError
-from .protocol import ZygoteError as ZygoteError
+from .protocol import ProtocolError, RunError, ZygoteError
 from .protocol._zygote_messages import (
     DATAGRAM,
     REQUESTS,
@@ -71,24 +69,7 @@ from .protocol._zygote_messages import (
     unpack,
 )
 
-if TYPE_CHECKING:
-    from ._launcher import SpawnedChild as SpawnedChild
-    from ._launcher import ZygoteProcess as ZygoteProcess
-
 __all__ = ["main"]
-
-_LAUNCHER_NAMES: Final = frozenset({"SpawnedChild", "ZygoteProcess"})
-
-
-def __getattr__(name: str) -> object:
-    """``SpawnedChild`` and ``ZygoteProcess`` (and ``ChildExit`` and ``ZygoteError``, imported
-    above) for a host module that still imports them from here rather than from ``sandbox``:
-    loaded from :mod:`sandbox._launcher` on first use, so the fork server never loads it."""
-    if name in _LAUNCHER_NAMES:
-        from . import _launcher
-
-        return getattr(_launcher, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # Every child holds ``subprocess`` (and ``_posixsubprocess``, ``fcntl``) loaded, though no

@@ -5,6 +5,8 @@ The public surface is this list of explicit re-exports (see ``API.md``); every o
 but :mod:`scriptbridge.markers` and :mod:`scriptbridge.lanes` is private.
 """
 
+from sandbox.protocol import Ending as Ending
+
 from ._blocks import SCRIPT_VIEW as SCRIPT_VIEW
 from ._claims import Claims as Claims
 from ._claims import read_claims as read_claims
@@ -14,25 +16,26 @@ from ._exceptions import AddressRefused as AddressRefused
 from ._exceptions import FetchError as FetchError
 from ._exceptions import LimitExceeded as LimitExceeded
 from ._exceptions import ProtocolViolation as ProtocolViolation
+from ._exceptions import RunCancelled as RunCancelled
 from ._exceptions import SandboxCrashed as SandboxCrashed
 from ._exceptions import ScriptBridgeError as ScriptBridgeError
 from ._exceptions import ScriptFailed as ScriptFailed
 from ._exceptions import ScriptRejected as ScriptRejected
+from ._exceptions import ToolServerError as ToolServerError
 from ._exceptions import WorkspacePathError as WorkspacePathError
 from ._fetcher import ReferenceFetcher as ReferenceFetcher
 from ._fetcher import ResourceReader as ResourceReader
 from ._fetcher import Saved as Saved
 from ._fetcher import Unfetchable as Unfetchable
 from ._limits import Limits as Limits
-from ._limits import ScriptError as ScriptError
-from ._limits import ScriptResult as ScriptResult
 from ._mcp import McpServer as McpServer
-from ._mcp import ToolServerError as ToolServerError
 from ._registry import Journal as Journal
 from ._registry import ReferenceRecord as ReferenceRecord
 from ._registry import ReferenceRegistry as ReferenceRegistry
 from ._render import render_script_view as render_script_view
 from ._render import render_withheld_view as render_withheld_view
+from ._results import ScriptError as ScriptError
+from ._results import ScriptResult as ScriptResult
 from ._supervisor import Bridge as Bridge
 from ._tools import PythonTool as PythonTool
 from ._tools import python_tool as python_tool
@@ -44,6 +47,7 @@ __all__ = [
     "Bridge",
     "Claims",
     "Classification",
+    "Ending",
     "FetchError",
     "Journal",
     "LimitExceeded",
@@ -55,6 +59,7 @@ __all__ = [
     "ReferenceRecord",
     "ReferenceRegistry",
     "ResourceReader",
+    "RunCancelled",
     "SandboxCrashed",
     "Saved",
     "ScriptBridgeError",

@@ -18,7 +18,7 @@ is pure.
 
 Two walks read claims. The general walk reads any value, hostile containers and objects
 included. A :class:`PlainWalk` reads only plain data (exact builtin containers, leaves and
-keys, see :func:`scriptbridge._walk.plain_children`), gives up at the first value that isn't,
+keys, see :func:`scriptbridge._plain.plain_children`), gives up at the first value that isn't,
 and before it gives up it has run nothing of the result's own; on plain data it finds the same
 claims, faster, and keeps no classification alive. :func:`read_claims` tries it first.
 """
@@ -39,7 +39,9 @@ from ._classify import (
     Withheld,
     classify_block,
 )
-from ._walk import MAX_DEPTH, NODE_BUDGET, PLAIN_SCALARS, plain_children, result_dict
+from ._plain import PLAIN_SCALARS, plain_children
+from ._result_dict import result_dict
+from ._walk import MAX_DEPTH, NODE_BUDGET
 
 _CONTAINERS: Final = (dict, list, tuple)
 
@@ -127,7 +129,7 @@ class PlainWalk:
     """A claims walk over plain data, which gives up (:class:`NotPlain`) where data isn't plain.
 
     Before it reads a container's values any further it checks the container's values and
-    keys with :func:`scriptbridge._walk.plain_children`, which compares types by identity
+    keys with :func:`scriptbridge._plain.plain_children`, which compares types by identity
     only; so until it gives up it has run nothing of the result's own, and a caller can read
     the result again with the general walk as if this walk had not happened. On plain data it
     finds the claims the general walk finds: it visits the same containers, depth first in

@@ -141,6 +141,7 @@ Classification = (
     | ScriptObject
     | Unknown
 )
+"""What :func:`classify_block` returns: one of these frozen classes for every Python value."""
 
 _UNKNOWN: Final = Unknown()
 _NO_LINK: Final = NoLink()

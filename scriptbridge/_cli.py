@@ -35,8 +35,10 @@ import trio
 from sandbox import probe_layers
 
 from ._demo import run_demo
-from ._limits import Limits, ScriptResult
-from ._mcp import McpServer, ToolServerError
+from ._exceptions import ToolServerError
+from ._limits import Limits
+from ._mcp import McpServer
+from ._results import ScriptResult
 from ._supervisor import Bridge
 from ._tools import python_tool
 from ._workspace import remove_tree

@@ -22,8 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Final
 
-from ._limits import ScriptResult
 from ._mcp import McpServer
+from ._results import ScriptResult
 from ._supervisor import Bridge
 
 __all__ = ["EXAMPLES", "PAYLOADS", "demo_bridge", "payload_server", "run_demo"]

@@ -66,7 +66,8 @@ import httpx
 import trio
 
 from . import markers
-from ._httpget import HttpError, HttpResponse, http_get
+from ._exceptions import FetchError
+from ._httpget import HttpResponse, http_get
 from ._netpolicy import AddressRefused, NetworkPolicy, PolicyBackend
 from ._registry import ReferenceRecord, ReferenceRegistry
 from ._workspace import PartialFile, Workspace, WorkspacePathError
@@ -107,7 +108,10 @@ class Saved:
 
 @dataclass(frozen=True, slots=True)
 class Unfetchable:
-    """A fetch that can't be served, and why.
+    """The host's answer to a fetch that can't be served, and why: an outcome, not an exception.
+
+    (A script's ``fetch()`` raises the child's own exception of the same name,
+    ``sandbox._session.Unfetchable``, whose message is this ``reason``.)
 
     ``reason`` is a plain sentence without a trailing period (``markers.PAYLOAD_NEVER`` for a
     never-marked record). ``retryable`` is ``True`` when the same fetch may succeed later (a
@@ -436,7 +440,7 @@ class ReferenceFetcher:
                     return await self._receive(record, flight, response)
             except AddressRefused as exc:
                 return Unfetchable(markers.refused_address(exc.label, redirected=hop > 0))
-            except HttpError as exc:
+            except FetchError as exc:  # a bare one: the transfer broke
                 log.info("fetching %s failed: %s", record.id, exc)
                 return Unfetchable(markers.UNREACHABLE, retryable=True)
         return Unfetchable(markers.too_many_redirects(MAX_REDIRECTS))

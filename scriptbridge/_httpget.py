@@ -20,8 +20,9 @@ parses and joins every link and redirect, httpcore's trio backend connects, h11 
 and leaves out only its client, whose body path the fetcher's throughput goal rules out.
 
 A connection that fails, a TLS handshake that fails, bytes h11 refuses and a body that ends
-before its length all raise :class:`HttpError`; :class:`~._netpolicy.AddressRefused` passes
-through, and so does ``trio.Cancelled``. Nothing is retried and no redirect is followed: the
+before its length all raise a bare :class:`~scriptbridge.FetchError`; the network policy's
+:class:`~scriptbridge.AddressRefused` (a ``FetchError`` too) passes through as itself, and so
+does ``trio.Cancelled``. Nothing is retried and no redirect is followed: the
 caller decides (:class:`~._fetcher.ReferenceFetcher` does both). The connection is closed when
 the ``async with`` block is left, however it is left.
 """
@@ -42,9 +43,10 @@ import httpcore
 import httpx
 import trio
 
+from ._exceptions import FetchError
 from ._netpolicy import PolicyBackend
 
-__all__ = ["HEAD_READ_SIZE", "READ_SIZE", "TLS_READ_SIZE", "HttpError", "HttpResponse", "http_get"]
+__all__ = ["HEAD_READ_SIZE", "READ_SIZE", "TLS_READ_SIZE", "HttpResponse", "http_get"]
 
 USER_AGENT: Final = "scriptbridge"
 
@@ -71,10 +73,6 @@ _TRANSPORT_ERRORS: Final = (
     trio.ClosedResourceError,
     h11.ProtocolError,
 )
-
-
-class HttpError(Exception):
-    """The exchange broke: the connection, its TLS, or the server's HTTP."""
 
 
 @functools.cache
@@ -128,7 +126,7 @@ class HttpResponse:
         faulting in and zeroing 256 new pages each time, about as much as hashing the bytes.)
 
         Raises:
-            HttpError: the body broke off before its end, or its framing is bad.
+            FetchError: the body broke off before its end, or its framing is bad.
         """
         length = self._direct_length()
         received = 0
@@ -144,21 +142,21 @@ class HttpResponse:
             elif isinstance(event, h11.EndOfMessage):
                 return
             else:
-                raise HttpError(f"unexpected {type(event).__name__} in a response body")
+                raise FetchError(f"unexpected {type(event).__name__} in a response body")
         assert length is not None
         if self._socket is not None and received < length:  # the rest, straight into a buffer
             view = memoryview(bytearray(min(READ_SIZE, length - received)))
             while received < length:
                 count = await _recv_into(self._socket, view[: length - received])
                 if count == 0:
-                    raise HttpError(f"the body ended {length - received} bytes before its length")
+                    raise FetchError(f"the body ended {length - received} bytes before its length")
                 received += count
                 yield view[:count]
             return
         while received < length:  # the rest, straight off the TLS stream
             data = await _read(self._stream, min(self._read_size, length - received))
             if not data:
-                raise HttpError(f"the body ended {length - received} bytes before its length")
+                raise FetchError(f"the body ended {length - received} bytes before its length")
             received += len(data)
             yield data
 
@@ -175,14 +173,14 @@ def _next_event(connection: h11.Connection) -> object:
     try:
         return connection.next_event()
     except h11.ProtocolError as exc:
-        raise HttpError(f"the server's HTTP is bad: {exc}") from exc
+        raise FetchError(f"the server's HTTP is bad: {exc}") from exc
 
 
 def _receive(connection: h11.Connection, data: bytes) -> None:
     try:
         connection.receive_data(data)
     except h11.ProtocolError as exc:
-        raise HttpError(f"the server's HTTP is bad: {exc}") from exc
+        raise FetchError(f"the server's HTTP is bad: {exc}") from exc
 
 
 async def _read(stream: httpcore.AsyncNetworkStream, max_bytes: int) -> bytes:
@@ -190,14 +188,14 @@ async def _read(stream: httpcore.AsyncNetworkStream, max_bytes: int) -> bytes:
     try:
         return await stream.read(max_bytes)
     except _TRANSPORT_ERRORS as exc:
-        raise HttpError(f"reading failed: {type(exc).__name__}: {exc}") from exc
+        raise FetchError(f"reading failed: {type(exc).__name__}: {exc}") from exc
 
 
 async def _recv_into(socket: trio.socket.SocketType, view: memoryview) -> int:
     try:
         return await socket.recv_into(view)
     except OSError as exc:
-        raise HttpError(f"reading failed: {type(exc).__name__}: {exc}") from exc
+        raise FetchError(f"reading failed: {type(exc).__name__}: {exc}") from exc
 
 
 @asynccontextmanager
@@ -210,7 +208,7 @@ async def http_get(
 
     Raises:
         AddressRefused: the policy refuses every address of the host (nothing was connected).
-        HttpError: as the module doc says.
+        FetchError: as the module doc says.
         ValueError: ``url`` is neither ``http`` nor ``https``, or has no host.
     """
     if url.scheme not in ("http", "https") or not url.raw_host:
@@ -220,13 +218,13 @@ async def http_get(
     try:
         stream = await backend.connect_tcp(host, port)
     except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
-        raise HttpError(f"couldn't connect: {exc}") from exc
+        raise FetchError(f"couldn't connect: {exc}") from exc
     try:
         if url.scheme == "https":
             try:
                 stream = await stream.start_tls(tls or _tls_context(), server_hostname=host)
             except _TRANSPORT_ERRORS as exc:
-                raise HttpError(f"TLS failed: {type(exc).__name__}: {exc}") from exc
+                raise FetchError(f"TLS failed: {type(exc).__name__}: {exc}") from exc
         connection = h11.Connection(h11.CLIENT)
         try:
             request = h11.Request(method="GET", target=url.raw_path, headers=_headers(url))
@@ -235,7 +233,7 @@ async def http_get(
             assert data is not None and end is not None
             await stream.write(data + end)
         except _TRANSPORT_ERRORS as exc:
-            raise HttpError(f"sending the request failed: {type(exc).__name__}: {exc}") from exc
+            raise FetchError(f"sending the request failed: {type(exc).__name__}: {exc}") from exc
         while True:
             event = _next_event(connection)
             if event is h11.NEED_DATA:
@@ -243,7 +241,7 @@ async def http_get(
             elif isinstance(event, h11.Response):
                 break
             elif not isinstance(event, h11.InformationalResponse):
-                raise HttpError(f"unexpected {type(event).__name__} before the response")
+                raise FetchError(f"unexpected {type(event).__name__} before the response")
         plain = stream.get_extra_info("socket") if url.scheme == "http" else None
         socket = plain if isinstance(plain, trio.socket.SocketType) else None
         yield HttpResponse(event.status_code, list(event.headers), connection, stream, socket)

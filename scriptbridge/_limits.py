@@ -1,4 +1,4 @@
-"""What a run may use (``Limits``) and what it gives back (``ScriptResult``), as pydantic models.
+"""What a run may use: ``Limits``, a pydantic model. What a run gives back is in ``_results``.
 
 ``Limits`` are enforced from outside the child (the supervisor kills it at the wall-time
 deadline, counts tool calls and output, caps frame sizes) and inside it (rlimits for CPU time
@@ -7,28 +7,9 @@ and memory, the runtime's own counters), so a child that lies can't outlive them
 
 from __future__ import annotations
 
-import base64
-from typing import Any, Literal
+from pydantic import BaseModel, ConfigDict, Field
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer
-
-from .markers import well_formed
-
-__all__ = ["LIMIT_ERRORS", "Limits", "ScriptError", "ScriptResult"]
-
-LimitError = Literal[
-    "WallTimeExceeded",
-    "CpuTimeExceeded",
-    "MemoryExceeded",
-    "OutputExceeded",
-    "ToolCallsExceeded",
-    "DiskQuotaExceeded",
-    "SandboxCrashed",
-    "ProtocolViolation",
-    "Cancelled",
-]
-LIMIT_ERRORS: frozenset[str] = frozenset(LimitError.__args__)  # type: ignore[attr-defined]
-"""The ``error.type`` values a run ends with when a limit (not the script) stopped it."""
+__all__ = ["Limits"]
 
 
 class Limits(BaseModel):
@@ -71,86 +52,3 @@ class Limits(BaseModel):
     max_fetches: int = Field(default=100, ge=0, le=10**6)
     max_out_bytes: int = Field(default=64 * 2**20, ge=0, le=2**40)
     max_out_files: int = Field(default=1000, ge=0, le=10**6)
-
-
-def json_safe(value: Any) -> Any:
-    """``value`` as JSON can carry it: every string well formed (a lone surrogate becomes
-    U+FFFD), ``bytes`` as ``{"$bytes": "<base64>"}``, tuples as lists, dict keys as strings.
-    Plain data from a child is at most 100 deep; anything nested deeper (a host's own value)
-    is cut to its ``repr``."""
-
-    def convert(item: Any, depth: int) -> Any:
-        if isinstance(item, str):
-            return well_formed(item)
-        if isinstance(item, (bytes, bytearray)):
-            return {"$bytes": base64.b64encode(item).decode("ascii")}
-        if depth > 200:
-            return well_formed(repr(item)[:1000])
-        if isinstance(item, dict):
-            return {well_formed(str(k)): convert(v, depth + 1) for k, v in item.items()}
-        if isinstance(item, (list, tuple)):
-            return [convert(child, depth + 1) for child in item]
-        return item
-
-    return convert(value, 0)
-
-
-class ScriptError(BaseModel):
-    """Why a run did not finish: the script's exception, or the limit that stopped it."""
-
-    model_config = ConfigDict(frozen=True)
-
-    type: str
-    message: str
-    line: int | None = None
-
-    @field_serializer("type", "message", when_used="json")
-    def _well_formed(self, text: str) -> str:
-        return well_formed(text)
-
-
-class ScriptResult(BaseModel):
-    """The outcome of one run.
-
-    Attributes:
-        ok: the script ran to its end.
-        value: the value of its last expression statement, as plain data (a ``repr`` when it
-            wasn't plain data).
-        stdout: what it printed (capped at ``Limits.max_output_bytes``).
-        error: why it didn't finish, or ``None``.
-        tool_calls: tool calls it made.
-        fetches: reference payloads it fetched.
-        duration_s: seconds from request to result.
-        isolation: the isolation layers that were in force, in the order applied.
-        outputs: the files the script left in its ``out/``, relative to the workspace
-            (``runs/<run-id>/out/report.md``); each run has an ``out/`` of its own.
-
-    A result always serializes to JSON (``model_dump_json``, ``model_dump(mode="json")``):
-    every string is made well formed (a lone surrogate, from a file name that isn't UTF-8 say,
-    becomes U+FFFD) and ``bytes`` in ``value`` become ``{"$bytes": "<base64>"}``. In Python
-    (``result.value``, ``model_dump()``) bytes stay bytes.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    ok: bool
-    value: object = None
-    stdout: str = ""
-    error: ScriptError | None = None
-    tool_calls: int = 0
-    fetches: int = 0
-    duration_s: float = 0.0
-    isolation: list[str] = Field(default_factory=list)
-    outputs: list[str] = Field(default_factory=list)
-
-    @field_serializer("value", when_used="json")
-    def _json_value(self, value: Any) -> Any:
-        return json_safe(value)
-
-    @field_serializer("stdout", when_used="json")
-    def _well_formed(self, text: str) -> str:
-        return well_formed(text)
-
-    @field_serializer("outputs", "isolation", when_used="json")
-    def _well_formed_list(self, texts: list[str]) -> list[str]:
-        return [well_formed(text) for text in texts]

@@ -45,7 +45,7 @@ from mcp_types import (
     JSONRPCResponse,
 )
 
-from ._exceptions import ScriptBridgeError
+from ._exceptions import ToolServerError
 
 __all__ = ["McpServer", "ToolServerError"]
 
@@ -60,10 +60,6 @@ TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
 """A tool name as MCP allows it (1 to 128 of ASCII letters, digits, ``_``, ``-`` and ``.``):
 what a script can pass to ``call_tool``. Other names are left out when a server lists them."""
 METHOD_NOT_FOUND: Final = -32601
-
-
-class ToolServerError(ScriptBridgeError):
-    """A tool server failed a request: it errored, timed out, exited or isn't running."""
 
 
 class _Connection:

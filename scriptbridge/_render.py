@@ -17,7 +17,7 @@ and returns plain data only (dict, list, str, int, float, bool, None, bytes), sh
   and the uri carries no credential (no userinfo, no query, no fragment) and nothing a reader
   could be misled by (whitespace, control or format characters, a lone surrogate, more than
   2,048 characters). What a reader may learn of a reference is decided in
-  :mod:`scriptbridge._refs`, for this view and the model's lanes alike.
+  :mod:`scriptbridge._disclosure`, for this view and the model's lanes alike.
 - A ``{"type": "reference", "id": ...}`` dict is a script object only when its id names a live
   record; it is rebuilt from that record, so rendering a view again gives the same view.
 - At any depth of the data, a dict whose ``type`` is a block type is replaced by what that block
@@ -68,42 +68,61 @@ from ._classify import (
     is_block,
     is_never,
 )
-from ._refs import ShownReference, show_record, show_reference
+from ._disclosure import ShownReference, show_record, show_reference
+from ._plain import INT_MAX, INT_MIN, is_plain_leaf, plain_children, plain_key
 from ._registry import ReferenceRegistry
-from ._walk import (
-    NODE_BUDGET,
-    Budget,
-    children_of,
-    copy_tree,
-    data_of,
-    is_plain_leaf,
-    plain_children,
-    result_dict,
-)
+from ._result_dict import data_of, result_dict
+from ._walk import NODE_BUDGET, Budget, children_of, copy_tree
 
-__all__ = ["render_script_view", "render_withheld_view"]
+__all__ = ["ScriptView", "render_for_script", "render_script_view", "render_withheld_view"]
+
+
+@dataclass(frozen=True)
+class ScriptView:
+    """A script view with what the renderer learnt while it made it."""
+
+    view: dict[str, Any]
+    reference_ids: frozenset[str]
+    """The ids of the script objects in it: the references a script given it may fetch."""
+    nodes: int
+    """Its size as the protocol counts plain data (one per container, leaf and dict key);
+    no container in it sits deeper than the walk limit, so it is plain data within the
+    protocol's bounds exactly when this is within ``MAX_DATA_NODES``."""
 
 
 def render_script_view(result: object, registry: ReferenceRegistry) -> dict[str, Any]:
     """Render a tool result (dict or ``CallToolResult``) as a script sees it. Pure; never raises."""
+    return render_for_script(result, registry).view
+
+
+def render_for_script(result: object, registry: ReferenceRegistry) -> ScriptView:
+    """:func:`render_script_view`'s view, with its reference ids and size read as it was made
+    (so no one walks it again to find them). Pure; never raises."""
     top = result_dict(result)
     if top is None:
-        return {"content": [_text(markers.UNKNOWN_BLOCK)], "data": None, "isError": False}
-    view = _render_plain(top, registry)
-    return view if view is not None else _render_general(top, registry)
+        return _finished({"content": [_text(markers.UNKNOWN_BLOCK)], "data": None}, None, False)
+    done = _render_plain(top, registry)
+    return done if done is not None else _render_general(top, registry)
 
 
-def _render_general(top: dict[Any, Any], registry: ReferenceRegistry) -> dict[str, Any]:
+def _finished(parts: dict[str, Any], walk: _Walk | None, is_error: bool) -> ScriptView:
+    """The view of ``parts`` (its content and data), counted (module doc of ScriptView)."""
+    view = {"content": parts["content"], "data": parts["data"], "isError": is_error}
+    content_nodes = 1 + sum(1 + 2 * len(block) for block in view["content"])
+    data_nodes = walk.budget.copied if walk is not None else 1
+    ids = frozenset(walk.ids) if walk is not None else frozenset()
+    return ScriptView(view, ids, 5 + content_nodes + data_nodes)  # the dict, 3 keys, isError
+
+
+def _render_general(top: dict[Any, Any], registry: ReferenceRegistry) -> ScriptView:
     """The view of any result: claims read (and blocks classified) by the general walk."""
     walk = _Walk.of(registry, top)
-    return {
-        "content": walk.content(top.get("content")),
-        "data": walk.value(data_of(top)),
-        "isError": top.get("isError") is True,
-    }
+    content = walk.content(top.get("content"))
+    data = walk.value(data_of(top))
+    return _finished({"content": content, "data": data}, walk, top.get("isError") is True)
 
 
-def _render_plain(top: dict[Any, Any], registry: ReferenceRegistry) -> dict[str, Any] | None:
+def _render_plain(top: dict[Any, Any], registry: ReferenceRegistry) -> ScriptView | None:
     """The view of a result that is plain data all through, or ``None`` for any other result.
 
     ``None`` when a value or key is not plain data, or when the claims walk reaches a limit (a
@@ -153,11 +172,8 @@ def _render_plain(top: dict[Any, Any], registry: ReferenceRegistry) -> dict[str,
         content, waiting = shown
         for index in waiting:
             content[index] = walk.show_waiting(content[index])
-    return {
-        "content": content,
-        "data": walk.value(data_of(top)),
-        "isError": top.get("isError") is True,
-    }
+    data = walk.plain_value(data_of(top))
+    return _finished({"content": content, "data": data}, walk, top.get("isError") is True)
 
 
 def render_withheld_view(
@@ -345,6 +361,8 @@ class _Walk:
     )
     """The views :meth:`show_waiting` made of records in this walk, by record id: of blocks that
     don't claim never themselves, and of blocks that do."""
+    ids: set[str] = field(default_factory=set)
+    """The ids of the script objects this walk made."""
 
     @classmethod
     def of(cls, registry: ReferenceRegistry, top: dict[Any, Any]) -> _Walk:
@@ -372,6 +390,53 @@ class _Walk:
     def value(self, data: object) -> Any:
         """Render a result's data (at depth 1): blocks replaced, dicts and lists walked."""
         return copy_tree(data, 1, self.budget, self.block, keep_bytes=True)
+
+    def plain_value(self, data: object) -> Any:
+        """:meth:`value` of data the plain path's claims walk read whole, copied without the
+        checks it can't need.
+
+        That walk found every container, leaf and key of exact builtin types and reached no
+        limit (no container twice, none too deep, the budget kept), so the copy meets none
+        either: the same copy :func:`~scriptbridge._walk.copy_tree` makes (leaves and keys as
+        :func:`~scriptbridge._plain.plain_scalar` and :func:`~scriptbridge._plain.plain_key`
+        give them, blocks as :meth:`block` shows them), counted into ``budget.copied`` alike.
+        """
+        well_formed = markers.well_formed
+        copied = 0
+        holder: list[Any] = [None]
+        stack: list[tuple[Any, Any, Any]] = [(data, holder, 0)]
+        while stack:
+            value, parent, key = stack.pop()
+            copied += 1
+            kind = type(value)
+            if kind is str:
+                parent[key] = well_formed(value)
+            elif kind is int:
+                parent[key] = value if INT_MIN <= value <= INT_MAX else markers.UNREADABLE_VALUE
+            elif kind is dict:
+                if is_block(value):
+                    shown = parent[key] = self.block(value)
+                    copied += 2 * len(shown)
+                    continue
+                chosen: dict[str, Any] = {}
+                for name, child in value.items():
+                    plain = well_formed(name) if type(name) is str else plain_key(name)
+                    if plain is None:
+                        break
+                    chosen[plain] = child  # a key spelt twice keeps its last value
+                else:
+                    out = parent[key] = dict.fromkeys(chosen)
+                    copied += len(chosen)
+                    stack.extend((child, out, name) for name, child in chosen.items())
+                    continue
+                parent[key] = markers.UNREADABLE_VALUE
+            elif kind is list or kind is tuple:
+                seq = parent[key] = [None] * len(value)
+                stack.extend((child, seq, index) for index, child in enumerate(value))
+            else:
+                parent[key] = value
+        self.budget.copied += copied
+        return holder[0]
 
     def block(self, block: object) -> dict[str, Any]:
         """What one block shows as in a script's view."""
@@ -401,7 +466,7 @@ class _Walk:
                 view = views.get(record.id)
                 if view is None:
                     shown = show_record(record, self.registry, self.claims, never=never)
-                    view = views[record.id] = _script_object(shown)
+                    view = views[record.id] = self._object(shown)
                 return view.copy()
         return self.show(classify_block(block))
 
@@ -409,14 +474,20 @@ class _Walk:
         """What a block of this classification shows as."""
         match classification:
             case Reference() as reference:
-                return _script_object(show_reference(reference, self.registry, self.claims))
+                return self._object(show_reference(reference, self.registry, self.claims))
             case ScriptObject(ref_id):
                 record = self.registry.get(ref_id)
                 if record is None:
                     return _text(markers.UNKNOWN_BLOCK)
-                return _script_object(show_record(record, self.registry, self.claims))
+                return self._object(show_record(record, self.registry, self.claims))
             case _:
                 return _local_view(classification)
+
+    def _object(self, shown: ShownReference) -> dict[str, Any]:
+        """The script object of a shown reference, its id noted."""
+        if shown.id is not None:
+            self.ids.add(shown.id)
+        return _script_object(shown)
 
 
 _Local = Text | Inline | InlineNoMediaType | Withheld | Embedded | NoLink | Unknown

@@ -32,7 +32,9 @@ from typing import Any, Final
 import trio
 
 from ._classify import is_block
-from ._walk import MAX_DEPTH, PLAIN_SCALARS, Budget, children_of, result_dict
+from ._plain import PLAIN_SCALARS
+from ._result_dict import result_dict
+from ._walk import MAX_DEPTH, Budget, children_of
 
 __all__ = ["PythonTool", "as_tool_result", "python_tool"]
 
@@ -46,6 +48,11 @@ class PythonTool:
     name: str
     fn: Callable[..., Any]
     description: str
+
+    @property
+    def server(self) -> None:
+        """A host tool's result comes from no server."""
+        return None
 
     async def call(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Call the function with ``arguments`` as keywords; returns its MCP-shaped result.

@@ -1,11 +1,12 @@
 """The model's lanes: what a host shows its model of a tool result or a pushed message (SPEC 6.2).
 
 Every lane reads the one classifier (:func:`scriptbridge.classify_block`) through
-:mod:`scriptbridge._stored`, which decides once what each block shows as; the functions here only
-present it. They are pure: they read the registry (``record_for``, ``get``, ``is_marked``) and
-never change it, never change the result, do no I/O, and never raise on hostile input (a result
-that still can't be read shows ``UNREADABLE_VALUE``, and the reason is logged). Every string they
-return, alone or inside a block, is well formed (it encodes as UTF-8).
+:mod:`scriptbridge._lane_views`, which decides once what each block shows as; the functions
+here only present it. They are pure: they read the registry (``record_for``, ``get``,
+``is_marked``) and never change it, never change the result, do no I/O, and never raise on
+hostile input (a result that still can't be read shows ``UNREADABLE_VALUE``, and the reason is
+logged). Every string they return, alone or inside a block, is well formed (it encodes as
+UTF-8).
 
 What shows, on every lane:
 
@@ -71,8 +72,7 @@ from ._classify import (
     classify_block,
     is_block,
 )
-from ._registry import ReferenceRegistry
-from ._stored import (
+from ._lane_views import (
     LaneWalk,
     Shown,
     ShownMarker,
@@ -81,7 +81,9 @@ from ._stored import (
     has_data,
     stored_text,
 )
-from ._walk import NODE_BUDGET, data_of, result_dict
+from ._registry import ReferenceRegistry
+from ._result_dict import data_of, result_dict
+from ._walk import NODE_BUDGET
 
 __all__ = [
     "DEFAULT_CAP",

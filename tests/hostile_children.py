@@ -1,9 +1,10 @@
 """Hostile sandbox children for tests of the supervisor, and process and fd bookkeeping.
 
-A :class:`HostileBridge` is a real :class:`~scriptbridge._supervisor.Bridge` whose next run, in
-the task that asks for it (:meth:`HostileBridge.hostile`), gets a hostile child in place of a
-sandbox; every other run, concurrent ones included, gets a real sandbox child. The supervisor
-side is always the real one: its channel reads the hostile child's bytes from a real pipe.
+A :class:`HostileLauncher` is the real launcher of a :class:`~scriptbridge.Bridge` (passed as
+``Bridge(..., launcher=HostileLauncher())``) whose next run, in the task that asks for it
+(:meth:`HostileLauncher.hostile`), gets a hostile child in place of a sandbox; every other run,
+concurrent ones included, gets a real sandbox child. The supervisor side is always the real
+one: its channel reads the hostile child's bytes from a real pipe.
 
 Two kinds of hostile child:
 
@@ -33,7 +34,7 @@ from typing import Any
 import msgpack
 import trio
 
-from sandbox._zygote import ChildExit
+from sandbox import ChildExit
 from sandbox.protocol import (
     MAX_FRAME,
     FrameDecoder,
@@ -41,7 +42,9 @@ from sandbox.protocol import (
     ProtocolError,
     parse_host_message,
 )
-from scriptbridge._supervisor import Bridge, _Child, _Run
+from scriptbridge._launcher import Child, ZygoteLauncher
+from scriptbridge._limits import Limits
+from scriptbridge._run_dirs import RunDir
 
 # --- processes and fds ------------------------------------------------------------------------
 
@@ -95,15 +98,15 @@ def ready_body(**changes: Any) -> dict[str, Any]:
     return {"op": "ready", "protocol": 1, "pid": 4242, "isolation": [], "skipped": []} | changes
 
 
-# --- a bridge whose next run may get a hostile child ------------------------------------------
+# --- a launcher whose next run may get a hostile child ----------------------------------------
 
-ChildFactory = Callable[[], _Child]
+ChildFactory = Callable[[], Child]
 
 _NEXT_CHILD: ContextVar[ChildFactory | None] = ContextVar("_NEXT_CHILD", default=None)
 
 
-class HostileBridge(Bridge):
-    """A bridge whose runs inside :meth:`hostile` get a hostile child, the rest real ones."""
+class HostileLauncher(ZygoteLauncher):
+    """A launcher whose runs inside :meth:`hostile` get a hostile child, the rest real ones."""
 
     @contextlib.contextmanager
     def hostile(self, factory: ChildFactory) -> Iterator[None]:
@@ -114,10 +117,10 @@ class HostileBridge(Bridge):
         finally:
             _NEXT_CHILD.reset(token)
 
-    async def _spawn(self, run: _Run) -> _Child:
+    async def spawn(self, run_dir: RunDir, limits: Limits) -> Child:
         factory = _NEXT_CHILD.get()
         if factory is None:
-            return await super()._spawn(run)
+            return await super().spawn(run_dir, limits)
         return factory()
 
 
@@ -146,7 +149,7 @@ HOSTILE_ACTS = {
 }
 
 
-class ProcessChild(_Child):
+class ProcessChild(Child):
     """A real process in a child's place, writing what a hostile sandbox would."""
 
     def __init__(self, act: str) -> None:
@@ -257,7 +260,7 @@ Act = Callable[[ChildEnd], Awaitable[int]]
 _pids = itertools.count(2**22 + 1)  # above any pid_max: clearly not a process
 
 
-class PipeChild(_Child):
+class PipeChild(Child):
     """A run's child that is two real pipes whose far ends ``act`` drives in ``nursery``.
 
     It "exits" with the status ``act`` returns (closing both its ends); :meth:`kill` cancels

@@ -3,7 +3,7 @@
 The child is a :class:`~hostile_children.PipeChild`: two real pipes whose far ends the test
 writes, so thousands of runs go through the real ``Bridge.run``, the real ``ChildChannel`` and
 the real conversation without an interpreter per run. Every example runs on one
-:class:`~hostile_children.HostileBridge` (its runs outside the example get real sandbox
+:class:`~hostile_children.HostileLauncher` (its runs outside the example get real sandbox
 children) from a Hypothesis worker thread, while real sandboxed runs go on beside it; each test
 checks at its end that those runs all finished right.
 
@@ -30,7 +30,7 @@ from typing import Any
 import msgpack
 import pytest
 import trio
-from hostile_children import ChildEnd, HostileBridge, PipeChild, frame, raw_act, ready_body
+from hostile_children import ChildEnd, HostileLauncher, PipeChild, frame, raw_act, ready_body
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from loopback_http import LoopbackServer, body, start_server
@@ -54,9 +54,10 @@ from sandbox.protocol import (
     ToolResults,
     parse_child_message,
 )
-from scriptbridge import ProtocolViolation
+from scriptbridge import Bridge, ProtocolViolation
 from scriptbridge._channel import READ_CHUNK, ChildChannel
-from scriptbridge._limits import Limits, ScriptResult
+from scriptbridge._limits import Limits
+from scriptbridge._results import ScriptResult
 from scriptbridge._tools import python_tool
 
 EXAMPLES = {"streams": 800, "open-pipe": 250, "served": 200, "decoder": 600, "channel": 250}
@@ -385,6 +386,8 @@ def simulate(
             case Done(value=value):
                 out.value = value
                 return ended("ok")
+            case RunError(phase="setup"):
+                return ended("SandboxCrashed")  # a setup failure after ready: it couldn't start
             case RunError(type=kind):
                 return ended(kind)
     if after == "hang":
@@ -457,7 +460,8 @@ async def fail() -> None:
 class Harness:
     """One bridge, a nursery for pipe children, a payload server, and real runs beside them."""
 
-    bridge: HostileBridge
+    bridge: Bridge
+    launcher: HostileLauncher
     children: trio.Nursery
     payloads: LoopbackServer
     stop: trio.Event = field(default_factory=trio.Event)
@@ -473,7 +477,7 @@ class Harness:
             made.append(PipeChild(self.children, act))
             return made[-1]
 
-        with self.bridge.hostile(child), trio.fail_after(60):
+        with self.launcher.hostile(child), trio.fail_after(60):
             result = await self.bridge.run(SOURCE, limits=limits)
             await made[0].exited.wait()
         return result, made[0].end
@@ -506,11 +510,12 @@ async def harness(tmp_path: pathlib.Path, nursery: trio.Nursery) -> AsyncIterato
     def attach() -> dict[str, Any]:
         return {"content": [{"type": "resource_link", "uri": payloads.url("/p.txt")}]}
 
-    async with HostileBridge(tmp_path / "ws", fetch_allow=["127.0.0.1"]) as bridge:
+    launcher = HostileLauncher()
+    async with Bridge(tmp_path / "ws", fetch_allow=["127.0.0.1"], launcher=launcher) as bridge:
         for tool in (echo, fail, attach):
             bridge.add_tool(python_tool(tool))
         async with trio.open_nursery() as children:
-            harness = Harness(bridge, children, payloads)
+            harness = Harness(bridge, launcher, children, payloads)
 
             async def beside() -> None:
                 try:

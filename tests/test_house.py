@@ -14,22 +14,6 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOOR = frozenset({"sandbox", "sandbox.protocol"})
 """The only modules of the child package a host module may import."""
 
-AWAITING_THE_SUPERVISOR_SPLIT: dict[str, frozenset[str]] = {
-    "_supervisor.py": frozenset(
-        {
-            "sandbox._isolation",
-            "sandbox._isolation.ChildLimits",
-            "sandbox._zygote",
-            "sandbox._zygote.ChildExit",
-            "sandbox._zygote.SpawnedChild",
-            "sandbox._zygote.ZygoteError",
-            "sandbox._zygote.ZygoteProcess",
-        }
-    ),
-}
-"""The imports past the door that the supervisor's own split (issue 15, item 1) replaces with
-``from sandbox import ...``; no other is let through, and each must still be there."""
-
 
 def _imports(path: pathlib.Path) -> list[tuple[int, str]]:
     """Every absolute import in ``path`` as (line, dotted name); ``from a import b`` gives both
@@ -70,17 +54,8 @@ def test_the_host_imports_the_sandbox_only_through_its_door() -> None:
         f"{path.relative_to(ROOT)}:{line}: imports {name}"
         for path in _host_modules()
         for line, name in _past_the_door(path)
-        if name not in AWAITING_THE_SUPERVISOR_SPLIT.get(path.name, frozenset())
     ]
     assert not wrong, "\n".join(wrong)
-
-
-def test_every_import_awaiting_the_split_is_still_there() -> None:
-    """Each import let through for the supervisor's split is still made (else drop it from
-    :data:`AWAITING_THE_SUPERVISOR_SPLIT`)."""
-    for name, allowed in AWAITING_THE_SUPERVISOR_SPLIT.items():
-        found = {imported for _, imported in _past_the_door(ROOT / "scriptbridge" / name)}
-        assert allowed <= found, f"{name} no longer imports {sorted(allowed - found)}"
 
 
 def test_the_door_check_sees_each_way_past_it(tmp_path: pathlib.Path) -> None:

@@ -18,7 +18,8 @@ import trio
 import trustme
 from loopback_http import LoopbackServer, Request, body, chunked, start_tls_server
 
-from scriptbridge._httpget import READ_SIZE, HttpError, http_get
+from scriptbridge._exceptions import FetchError
+from scriptbridge._httpget import READ_SIZE, http_get
 from scriptbridge._netpolicy import NetworkPolicy, PolicyBackend
 
 BACKEND = PolicyBackend(NetworkPolicy(["127.0.0.1"]))
@@ -65,9 +66,9 @@ async def test_a_length_framed_body_is_exactly_its_bytes(
 
 
 async def test_a_body_cut_short_is_an_error(server: LoopbackServer) -> None:
-    """A connection that closes before the Content-Length is reached raises HttpError."""
+    """A connection that closes before the Content-Length is reached raises FetchError."""
     server.routes["/short"] = body(b"x" * (READ_SIZE + 10), length=READ_SIZE + 1000)
-    with pytest.raises(HttpError, match="990 bytes before its length"):
+    with pytest.raises(FetchError, match="990 bytes before its length"):
         await get_body(server.url("/short"))
 
 
@@ -128,7 +129,7 @@ async def test_an_untrusted_certificate_is_refused(tls_server: LoopbackServer) -
     """With the default settings (certifi's roots), the test authority's certificate fails
     verification and nothing is read."""
     tls_server.routes["/x"] = body(b"secret")
-    with pytest.raises(HttpError, match="TLS failed"):
+    with pytest.raises(FetchError, match="TLS failed"):
         await get_body(tls_server.url("/x"))
     assert tls_server.hits["/x"] == 0
 
@@ -140,6 +141,6 @@ async def test_a_certificate_for_another_name_is_refused(
     authority.issue_cert("elsewhere.test").configure_cert(context)
     other = await start_tls_server(nursery, context)
     other.routes["/x"] = body(b"secret")
-    with pytest.raises(HttpError, match="TLS failed"):
+    with pytest.raises(FetchError, match="TLS failed"):
         await get_body(other.url("/x"), tls=trusting)
     assert other.hits["/x"] == 0

@@ -7,14 +7,16 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from scriptbridge._limits import LIMIT_ERRORS, Limits, ScriptError, ScriptResult
+from sandbox.protocol import Ending
+from scriptbridge._limits import Limits
+from scriptbridge._results import ScriptError, ScriptResult
 
 
 def test_the_disk_quota_defaults() -> None:
     """A run may leave 64 MiB in at most 1,000 files and directories by default."""
     limits = Limits()
     assert (limits.max_out_bytes, limits.max_out_files) == (64 * 2**20, 1000)
-    assert "DiskQuotaExceeded" in LIMIT_ERRORS
+    assert Ending.DiskQuotaExceeded.is_limit
 
 
 @pytest.mark.parametrize(
@@ -49,7 +51,7 @@ def test_every_string_of_a_result_leaves_well_formed() -> None:
         ok=False,
         value={"\udcff": "a\ud800"},
         stdout="x\udc80",
-        error=ScriptError(type="E\udcff", message="m\ud800"),
+        error=ScriptError(ending=Ending.ScriptFailed, type="E\udcff", message="m\ud800"),
         outputs=["runs/r/out/\udcff.txt"],
     )
     text = result.model_dump_json()

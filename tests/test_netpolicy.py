@@ -11,7 +11,7 @@ import trio
 from loopback_http import body, start_server
 from test_httpget import get_body
 
-from scriptbridge._httpget import HttpError
+from scriptbridge._exceptions import FetchError
 from scriptbridge._netpolicy import (
     AddressRefused,
     NetworkPolicy,
@@ -181,9 +181,9 @@ async def test_a_host_name_resolving_to_loopback_is_refused(nursery: trio.Nurser
 
 
 async def test_a_refused_connection_is_an_http_error(nursery: trio.Nursery) -> None:
-    """A permitted address that refuses the connection raises HttpError (not httpcore's)."""
+    """A permitted address that refuses the connection raises FetchError (not httpcore's)."""
     with trio.socket.socket() as sock:
         await sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # bound but not listening: the connect is refused
-        with pytest.raises(HttpError, match="couldn't connect"):
+        with pytest.raises(FetchError, match="couldn't connect"):
             await get(f"http://127.0.0.1:{port}/", NetworkPolicy(["127.0.0.1"]))

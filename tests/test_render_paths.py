@@ -21,18 +21,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_properties import BLOCK_KINDS, RESULTS, blocks, json_like
 
+from sandbox.protocol import MAX_DATA_NODES, check_plain
 from scriptbridge import ReferenceRegistry, markers, render_script_view
 from scriptbridge._claims import _read_general, read_claims, read_plain_claims
 from scriptbridge._classify import classify_block
-from scriptbridge._refs import URI_MAX_CHARS, _label, shows_uri
+from scriptbridge._disclosure import URI_MAX_CHARS, _label, shows_uri
+from scriptbridge._plain import plain_children
 from scriptbridge._render import (
+    ScriptView,
     _local_view,
     _plain_view,
     _render_general,
     _render_plain,
     _Walk,
 )
-from scriptbridge._walk import MAX_DEPTH, plain_children
+from scriptbridge._walk import MAX_DEPTH
 
 # --- strategies -------------------------------------------------------------------------------
 
@@ -233,17 +236,57 @@ def ingested(results: list[Any], data: st.DataObject) -> ReferenceRegistry:
     return reg
 
 
+def counted_nodes(view: Any) -> int:
+    """A value's size as ``check_plain`` counts it: one per container, leaf and dict key."""
+    nodes, stack = 0, [view]
+    while stack:
+        item = stack.pop()
+        nodes += 1
+        if type(item) is dict:
+            nodes += len(item)
+            stack.extend(item.values())
+        elif type(item) is list:
+            stack.extend(item)
+    return nodes
+
+
+def script_object_ids(view: Any) -> set[str]:
+    """The ids of the script objects anywhere in a view, found by walking it."""
+    found, stack = set(), [view]
+    while stack:
+        item = stack.pop()
+        if type(item) is dict:
+            if item.get("type") == "reference" and type(item.get("id")) is str:
+                found.add(item["id"])
+            else:
+                stack.extend(item.values())
+        elif type(item) is list:
+            stack.extend(item)
+    return found
+
+
+def check_what_the_render_learnt(done: ScriptView) -> None:
+    """What the renderer says of its view is what a walk of the view finds, and a view within
+    the node bound passes the protocol's own check of plain data."""
+    assert done.nodes == counted_nodes(done.view)
+    assert done.reference_ids == script_object_ids(done.view)
+    if done.nodes <= MAX_DATA_NODES:
+        check_plain(done.view)
+
+
 def check_paths_agree(results: list[Any], reg: ReferenceRegistry) -> int:
     """Each result renders and reads the same on both paths; returns how many took the plain
     path to render."""
     plain_renders = 0
     for result in results:
         general = _render_general(result, reg)
+        check_what_the_render_learnt(general)
         plain = _render_plain(result, reg)
         if plain is not None:
             plain_renders += 1
-            assert_same(plain, general)
-        assert_same(render_script_view(result, reg), general)
+            assert_same(plain.view, general.view)
+            assert (plain.nodes, plain.reference_ids) == (general.nodes, general.reference_ids)
+        assert_same(render_script_view(result, reg), general.view)
         claims = read_plain_claims(result)
         if claims is not None:
             assert claims == _read_general(result, None)
@@ -303,7 +346,7 @@ def test_plain_path_declines_before_running_anything_of_the_result(
     assert read_plain_claims(result) is None
     assert _render_plain(result, reg) is None
     assert Tracer.calls == []
-    assert_same(render_script_view(result, reg), _render_general(result, reg))
+    assert_same(render_script_view(result, reg), _render_general(result, reg).view)
     assert read_claims(result) == _read_general(result, None)
 
 
@@ -329,7 +372,7 @@ def test_what_lies_below_an_embedded_record_is_never_read(where: str, leaf: int)
     if plain_claims is not None:
         assert plain_claims == _read_general(result, None)
     if plain_view is not None:
-        assert_same(plain_view, general_view)
+        assert_same(plain_view.view, general_view.view)
 
 
 @SETTINGS
@@ -386,9 +429,9 @@ def test_a_plain_result_takes_the_plain_path() -> None:
     }
     reg = ReferenceRegistry()
     reg.ingest(result, server="s")
-    view = _render_plain(result, reg)
-    assert view is not None
-    assert_same(view, _render_general(result, reg))
+    done = _render_plain(result, reg)
+    assert done is not None
+    assert_same(done.view, _render_general(result, reg).view)
     assert read_plain_claims(result) is not None
 
 
@@ -422,7 +465,8 @@ def full_shows_uri(uri: str) -> bool:
 
 
 def full_label(text: str | None, uri: str, limit: int) -> str | None:
-    """:func:`scriptbridge._refs._label` without its shortcut for labels that need no cleaning."""
+    """:func:`scriptbridge._disclosure._label` without its shortcut for labels that need no
+    cleaning."""
     if text is None:
         return None
     full = full_clean_label(text, len(text))
@@ -482,3 +526,19 @@ def test_uri_shortcuts_agree_with_the_full_forms(uri: str, label: str | None) ->
     assert _label(label, uri, 200) == full_label(label, uri, 200)
     if label is not None:
         assert _label(uri + label, uri, 200) is None
+
+
+@pytest.mark.parametrize("path", ["plain", "general"])
+def test_a_key_spelt_twice_gives_no_hidden_reference(path: str) -> None:
+    """Keys 1 and "1" are one key of the view, holding the last value: a reference under the
+    first one is in no view, so it is no id the script was given, and the view's size counts
+    what is in it."""
+    link = {"type": "resource_link", "uri": "https://a.example/x", "name": "x"}
+    result: dict[str, Any] = {"content": [], "structuredContent": {1: link, "1": "b"}}
+    reg = ReferenceRegistry()
+    reg.ingest(result, server="s")
+    done = _render_plain(result, reg) if path == "plain" else _render_general(result, reg)
+    assert done is not None
+    assert done.view["data"] == {"1": "b"}
+    check_what_the_render_learnt(done)
+    assert done.reference_ids == frozenset()

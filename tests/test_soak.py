@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 import trio
 from hostile_children import descendants, open_fds, rss_kib
 
-from scriptbridge._limits import Limits, ScriptResult
+from scriptbridge._limits import Limits
+from scriptbridge._results import ScriptResult
 from scriptbridge._supervisor import Bridge
 from scriptbridge._tools import python_tool
 

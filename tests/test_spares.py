@@ -10,15 +10,11 @@ import pytest
 import trio
 import trio.testing
 
+from scriptbridge import Bridge
+from scriptbridge._launcher import Child, ZygoteLauncher
 from scriptbridge._limits import Limits
-from scriptbridge._supervisor import (
-    SPARE_CHILDREN,
-    SPARES_DIR,
-    TRASH_DIR,
-    Bridge,
-    _Child,
-    _Run,
-)
+from scriptbridge._run_dirs import SPARES_DIR, TRASH_DIR, RunDir
+from scriptbridge._spares import SPARE_CHILDREN
 
 
 @pytest.fixture
@@ -27,12 +23,17 @@ async def bridge(tmp_path: pathlib.Path) -> AsyncIterator[Bridge]:
         yield bridge
 
 
+def launcher_of(bridge: Bridge) -> ZygoteLauncher:
+    assert isinstance(bridge.launcher, ZygoteLauncher)
+    return bridge.launcher
+
+
 async def spares_ready(bridge: Bridge) -> list[int]:
     """The spares' pids, once all of them are ready."""
     with trio.fail_after(20):
-        while len(bridge._spares) < SPARE_CHILDREN:
+        while len(launcher_of(bridge).spare_pids()) < SPARE_CHILDREN:
             await trio.sleep(0.01)
-    return [spare.child.pid for spare in bridge._spares]
+    return launcher_of(bridge).spare_pids()
 
 
 async def test_a_run_takes_a_ready_spare_and_it_is_replaced(bridge: Bridge) -> None:
@@ -47,29 +48,31 @@ async def test_a_run_takes_a_ready_spare_and_it_is_replaced(bridge: Bridge) -> N
     assert (bridge.workspace.root / result.outputs[0]).read_text() == "x"
 
 
-class RecordingBridge(Bridge):
-    """A bridge that notes the pid of every child it hands a run."""
+class RecordingLauncher(ZygoteLauncher):
+    """The zygote launcher, noting the pid of every child it hands a run."""
 
-    pids: list[int]
+    def __init__(self) -> None:
+        super().__init__()
+        self.pids: list[int] = []
 
-    async def _spawn(self, run: _Run) -> _Child:
-        child = await super()._spawn(run)
+    async def spawn(self, run_dir: RunDir, limits: Limits) -> Child:
+        child = await super().spawn(run_dir, limits)
         self.pids.append(child.pid)
         return child
 
 
 async def test_every_run_gets_a_process_of_its_own(tmp_path: pathlib.Path) -> None:
     """Sequential and concurrent runs never share a child: a spare serves one run."""
-    async with RecordingBridge(tmp_path / "ws") as bridge:
-        bridge.pids = []
+    launcher = RecordingLauncher()
+    async with Bridge(tmp_path / "ws", launcher=launcher) as bridge:
         await spares_ready(bridge)
         for _ in range(3):
             assert (await bridge.run("1\n")).ok
         async with trio.open_nursery() as nursery:
             for _ in range(5):
                 nursery.start_soon(bridge.run, "2\n")
-        assert len(bridge.pids) == 8
-        assert len(set(bridge.pids)) == 8
+        assert len(launcher.pids) == 8
+        assert len(set(launcher.pids)) == 8
 
 
 async def test_a_run_cannot_see_a_spares_directory(bridge: Bridge) -> None:
@@ -88,16 +91,15 @@ async def test_other_limits_fork_their_own_child(bridge: Bridge, limits: Limits)
     pids = await spares_ready(bridge)
     result = await bridge.run("2\n", limits=limits)
     assert result.ok and result.value == 2
-    assert [spare.child.pid for spare in bridge._spares] == pids
+    assert launcher_of(bridge).spare_pids() == pids
 
 
 async def test_a_dead_spare_is_never_handed_out(bridge: Bridge) -> None:
     """A spare that died while waiting is dropped; the run gets a live child."""
     pids = await spares_ready(bridge)
     os.kill(pids[0], 9)
-    link = bridge._live_link()
     with trio.fail_after(10):
-        while not link.exited(pids[0]):
+        while not launcher_of(bridge).has_exited(pids[0]):
             await trio.sleep(0.01)
     result = await bridge.run("3\n")
     assert result.ok and result.value == 3

@@ -13,7 +13,7 @@ import pytest
 import trio
 from hostile_children import (
     ChildEnd,
-    HostileBridge,
+    HostileLauncher,
     PipeChild,
     ProcessChild,
     descendants,
@@ -23,9 +23,12 @@ from hostile_children import (
 from loopback_http import LoopbackServer, body, stall, start_server
 
 from scriptbridge import markers
-from scriptbridge._limits import Limits, ScriptResult
+from scriptbridge._launcher import ZygoteLauncher
+from scriptbridge._limits import Limits
 from scriptbridge._mcp import McpServer
-from scriptbridge._supervisor import Bridge, _Run
+from scriptbridge._results import ScriptResult
+from scriptbridge._run_state import RunEnded, RunState
+from scriptbridge._supervisor import Bridge
 from scriptbridge._tools import python_tool
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -226,11 +229,11 @@ async def test_a_hundred_concurrent_runs_are_independent(bridge: Bridge) -> None
 
 async def test_cancelling_a_run_leaves_no_process(bridge: Bridge) -> None:
     """Cancelling the caller kills and reaps the child before run returns."""
-    assert bridge._zygote is not None
-    zygote = bridge._zygote.pid
+    assert isinstance(bridge.launcher, ZygoteLauncher) and bridge.launcher.zygote_pid is not None
+    zygote = bridge.launcher.zygote_pid
     with trio.move_on_after(1.0):
         await bridge.run("while True:\n    pass\n", limits=Limits(wall_s=30, cpu_s=30))
-    spares = {spare.child.pid for spare in bridge._spares}  # idle, waiting for a run
+    spares = set(bridge.launcher.spare_pids())  # idle, waiting for a run
     assert descendants(zygote) <= spares
     assert list((bridge.workspace.root / "runs").iterdir()) == []
 
@@ -301,8 +304,9 @@ async def test_hostile_child_ends_its_run_and_nothing_else(
 ) -> None:
     """A child that writes garbage, a 4 GiB prefix, an unknown op, a foreign id or exits
     silently ends its own run with the right error; the bridge stays healthy."""
-    async with HostileBridge(tmp_path / "ws") as bridge:
-        with trio.fail_after(20), bridge.hostile(lambda: ProcessChild(act)):
+    launcher = HostileLauncher()
+    async with Bridge(tmp_path / "ws", launcher=launcher) as bridge:
+        with trio.fail_after(20), launcher.hostile(lambda: ProcessChild(act)):
             result = await bridge.run("1\n")
         assert result.error is not None and result.error.type == kind, result.error
         assert (await bridge.run("2 + 2\n")).value == 4
@@ -346,8 +350,9 @@ async def test_a_child_that_dies_without_a_word_is_a_crash(
 ) -> None:
     """A child that exits before ready, or dies by a signal that has no name (a real-time one),
     ends its run as SandboxCrashed with its exit status; run doesn't raise."""
-    async with HostileBridge(tmp_path / "ws") as bridge:
-        with trio.fail_after(20), bridge.hostile(lambda: ProcessChild(act)):
+    launcher = HostileLauncher()
+    async with Bridge(tmp_path / "ws", launcher=launcher) as bridge:
+        with trio.fail_after(20), launcher.hostile(lambda: ProcessChild(act)):
             result = await bridge.run("1\n")
         assert result.error is not None and result.error.type == "SandboxCrashed", result.error
         assert message in result.error.message
@@ -364,8 +369,9 @@ async def test_a_child_that_couldnt_set_up_is_a_crash(
                         "phase": "setup"})  # fmt: skip
         return 71
 
-    async with HostileBridge(tmp_path / "ws") as bridge:
-        with trio.fail_after(20), bridge.hostile(lambda: PipeChild(nursery, act)):
+    launcher = HostileLauncher()
+    async with Bridge(tmp_path / "ws", launcher=launcher) as bridge:
+        with trio.fail_after(20), launcher.hostile(lambda: PipeChild(nursery, act)):
             result = await bridge.run("1\n")
     assert result.error is not None and result.error.type == "SandboxCrashed", result.error
     assert "no landlock" in result.error.message
@@ -394,9 +400,10 @@ async def test_call_ids_out_of_sequence_are_violations(
         await end.host_closed.wait()
         return 0
 
-    async with HostileBridge(tmp_path / "ws") as bridge:
+    launcher = HostileLauncher()
+    async with Bridge(tmp_path / "ws", launcher=launcher) as bridge:
         bridge.add_tool(python_tool(count))
-        with trio.fail_after(20), bridge.hostile(lambda: PipeChild(nursery, act)):
+        with trio.fail_after(20), launcher.hostile(lambda: PipeChild(nursery, act)):
             result = await bridge.run("1\n")
     assert result.error is not None and result.error.type == "ProtocolViolation", result.error
     assert len(called) == len(call_ids) - 1
@@ -417,18 +424,26 @@ async def test_empty_output_frames_hold_no_host_memory(
         await end.host_closed.wait()
         return 0
 
-    class Counting(HostileBridge):
-        most = 0
-
-        def _output(self, run: _Run, text: str) -> None:
-            super()._output(run, text)
-            self.most = max(self.most, len(run.stdout))
-
-    async with Counting(tmp_path / "ws") as bridge:
-        with trio.fail_after(20), bridge.hostile(lambda: PipeChild(nursery, act)):
+    launcher = HostileLauncher()
+    async with Bridge(tmp_path / "ws", launcher=launcher) as bridge:
+        with trio.fail_after(20), launcher.hostile(lambda: PipeChild(nursery, act)):
             result = await bridge.run("1\n")
     assert result.ok and result.stdout == "x", result
-    assert bridge.most <= 1
+
+
+def test_empty_output_keeps_no_entry() -> None:
+    """What a run keeps of its printed output grows with the text, never with the number of
+    (empty) messages; past max_output_bytes the run ends with what fits kept."""
+    run = RunState(id="r", limits=Limits(max_output_bytes=4))
+    most = 0
+    for _ in range(20_000):
+        run.print("")
+        most = max(most, len(run.stdout))
+    run.print("x")
+    assert most == 0 and run.stdout == ["x"]
+    with pytest.raises(RunEnded) as ended:
+        run.print("yyyy")
+    assert ended.value.ending == "OutputExceeded" and "".join(run.stdout) == "xyyy"
 
 
 async def test_a_tool_view_too_large_for_the_channel_is_a_tool_error(bridge: Bridge) -> None:
@@ -563,8 +578,8 @@ async def test_the_quota_mount_is_out_of_the_hosts_sight(bridge: Bridge) -> None
     """While a run runs, its out/ is a size- and inode-limited tmpfs in the zygote's own mount
     namespace, absent from the host's; once run returns it is gone there too, and what the
     script wrote is on the disk."""
-    assert bridge._zygote is not None
-    zygote = bridge._zygote.pid
+    assert isinstance(bridge.launcher, ZygoteLauncher) and bridge.launcher.zygote_pid is not None
+    zygote = bridge.launcher.zygote_pid
     seen: dict[str, list[str]] = {}
 
     def mounts(pid: int | str) -> list[str]:
@@ -606,8 +621,9 @@ async def test_what_no_quota_layer_bounded_is_bounded_by_the_host(
         await end.host_closed.wait()
         return 0
 
-    async with HostileBridge(tmp_path / "ws") as bridge:
-        with trio.fail_after(20), bridge.hostile(lambda: PipeChild(nursery, act)):
+    launcher = HostileLauncher()
+    async with Bridge(tmp_path / "ws", launcher=launcher) as bridge:
+        with trio.fail_after(20), launcher.hostile(lambda: PipeChild(nursery, act)):
             result = await bridge.run("1\n", limits=Limits(max_out_files=files + 1 - passes))
     if passes:
         assert result.error is not None and result.error.type == "DiskQuotaExceeded", result

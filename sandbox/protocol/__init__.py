@@ -45,6 +45,7 @@ it reads exactly one answer, which must carry the same ``call_id`` and the match
 ids start at 1 and increase by one per request.
 """
 
+from .._endings import Ending as Ending
 from ._framing import DEFAULT_FRAME_LIMIT as DEFAULT_FRAME_LIMIT
 from ._framing import MAX_FRAME as MAX_FRAME
 from ._framing import FrameDecoder as FrameDecoder
@@ -103,6 +104,7 @@ __all__ = [
     "ChildLimits",
     "ChildMessage",
     "Done",
+    "Ending",
     "Fetch",
     "FetchResult",
     "FrameDecoder",

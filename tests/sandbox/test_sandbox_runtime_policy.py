@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sandbox._compile import compile_script
 from sandbox._warm import prime
-from sandbox.protocol import RunError
+from sandbox.protocol import Ending, RunError
 from sandbox.testing import RunRecord
 
 Run = Callable[..., RunRecord]
@@ -87,7 +87,7 @@ def test_a_tampered_limit_stop_still_ends_the_run_with_its_own_error() -> None:
     try:
         session = _session.Session(BlockingChannel(-1, child_write), Start(source=""))
         try:
-            session._stop(_session.LimitExceeded("ToolCallsExceeded", "too many calls"))
+            session._stop(_session.LimitExceeded(Ending.ToolCallsExceeded, "too many calls"))
         except _session.LimitExceeded as stop:
             held = stop
 

@@ -1,4 +1,4 @@
-"""Tests for what a reader may learn of one reference (scriptbridge._refs)."""
+"""Tests for what a reader may learn of one reference (scriptbridge._disclosure)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from scriptbridge import ReferenceRegistry, markers, read_claims
 from scriptbridge._classify import Reference
-from scriptbridge._refs import show_record, show_reference, shows_uri
+from scriptbridge._disclosure import show_record, show_reference, shows_uri
 
 
 def reference(uri: str, **facts: object) -> Reference:

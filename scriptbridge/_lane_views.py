@@ -62,7 +62,7 @@ from ._classify import (
     Withheld,
     classify_block,
 )
-from ._refs import show_record, show_reference
+from ._disclosure import show_record, show_reference
 from ._registry import ReferenceRegistry
 from ._walk import Budget, copy_tree
 

@@ -1,0 +1,177 @@
+"""What a run's child may ask for, answered: tool calls and payload fetches (the demand-fetch
+loop's host side).
+
+Guarantees:
+
+- A tool's result is ingested before anything is awaited after it arrives (its never marks
+  land first), and the script gets only its script view, rendered with no await between the
+  render and the hand-back. In a batch, every result is ingested before any view of the batch
+  is rendered, so a never in one call's result reaches every call's view.
+- An error result, a tool that raises, an unknown tool name, or a view that no message could
+  carry is a failure with a one-line reason (the script's ``ToolError``), never an error of
+  the run.
+- A fetch names a reference id this run was given (any other ends the run with
+  ``ProtocolViolation``). A never payload is never linked or named; a saved payload is hard
+  linked into the run's own ``refs/``. At most ``Limits.max_fetches`` fetches of a run cost a
+  request, and a fetch that failed is answered again from the run's memory.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import trio
+
+from sandbox.protocol import MAX_DATA_NODES, CallFailed, CallOk, FetchResult
+
+from . import lanes, markers
+from ._exceptions import ProtocolViolation
+from ._fetcher import ReferenceFetcher, Saved
+from ._mcp import ToolServerError
+from ._registry import ReferenceRecord, ReferenceRegistry
+from ._render import render_for_script
+from ._run_dirs import RunDir
+from ._run_state import RunState
+from ._tool_table import ToolTable
+
+__all__ = ["RunServices", "one_line"]
+
+log = logging.getLogger("scriptbridge.supervisor")
+
+REASON_MAX_CHARS: Final = 500
+TOOL_ERROR_MAX_CHARS: Final = 100_000
+
+Ingest = Callable[[object, str | None], list[ReferenceRecord]]
+"""Registers a result's references and applies its marks: ``ingest(result, server)``."""
+
+
+class RunServices:
+    """Serves one run's tool calls and fetches (module doc)."""
+
+    def __init__(
+        self,
+        run: RunState,
+        run_dir: RunDir,
+        tools: ToolTable,
+        registry: ReferenceRegistry,
+        fetcher: ReferenceFetcher,
+        ingest: Ingest,
+        workspace_root: Path,
+    ) -> None:
+        self._run = run
+        self._dir = run_dir
+        self._tools = tools
+        self._registry = registry
+        self._fetcher = fetcher
+        self._ingest = ingest
+        self._root = workspace_root
+
+    async def call(self, name: str, args: dict[str, Any]) -> tuple[bool, Any]:
+        """Call one tool; returns (True, script view) or (False, one-line reason)."""
+        return self._answer(name, *await self._invoke(name, args))
+
+    async def call_batch(
+        self, calls: Sequence[tuple[str, dict[str, Any]]]
+    ) -> list[CallOk | CallFailed]:
+        """Run a batch's calls concurrently (at most ``max_parallel_calls`` at once); the
+        answers are in the order of the calls."""
+        invoked: list[tuple[bool, Any] | None] = [None] * len(calls)
+        limiter = trio.CapacityLimiter(self._run.limits.max_parallel_calls)
+
+        async def one(index: int, name: str, args: dict[str, Any]) -> None:
+            async with limiter:
+                invoked[index] = await self._invoke(name, args)
+
+        async with trio.open_nursery() as nursery:
+            for index, (name, args) in enumerate(calls):
+                nursery.start_soon(one, index, name, args)
+        outcomes: list[CallOk | CallFailed] = []
+        for (name, _args), done in zip(calls, invoked, strict=True):
+            if done is None:  # pragma: no cover - every task of the nursery finished
+                continue
+            ok, answer = self._answer(name, *done)
+            # a view is plain data by construction (see tool_reply): not validated again
+            outcomes.append(
+                CallOk.model_construct(view=answer) if ok else CallFailed(message=answer)
+            )
+        return outcomes
+
+    async def _invoke(self, name: str, args: dict[str, Any]) -> tuple[bool, Any]:
+        """Call one tool and ingest its result; returns (True, the result) or (False, a
+        one-line reason). Its marks have landed when this returns."""
+        tool = self._tools.get(name)
+        if tool is None:
+            return False, f"no tool is named {name!r}"
+        try:
+            result = await tool.call(args)
+        except ToolServerError as exc:
+            return False, one_line(str(exc))
+        except Exception as exc:
+            log.info("run %s: tool %s raised %s", self._run.id, name, type(exc).__name__)
+            return False, one_line(f"{type(exc).__name__}: {exc}")
+        self._ingest(result, tool.server)  # marks land before anything is awaited
+        return True, result
+
+    def _answer(self, name: str, ok: bool, result: Any) -> tuple[bool, Any]:
+        """What the script gets for an invoked call: its view, rendered now against every mark
+        ingested so far, or the failure's reason."""
+        if not ok:
+            return False, result
+        if isinstance(result, dict) and result.get("isError") is True:
+            text = lanes.stored_copy(result, self._registry).strip()
+            return False, (text or f"the tool {name} failed")[:TOOL_ERROR_MAX_CHARS]
+        done = render_for_script(result, self._registry)
+        if done.nodes > MAX_DATA_NODES:  # its depth is within the protocol's by construction
+            return False, (
+                "its result can't be handed to a script: "
+                f"plain data has more than {MAX_DATA_NODES} values"
+            )
+        self._run.given_ids.update(done.reference_ids)
+        return True, done.view
+
+    async def fetch(self, call_id: int, ref_id: str) -> FetchResult:
+        """Answer a fetch of ``ref_id``: the path of its payload in the run's ``refs/``, or why
+        it can't be had. Raises ``ProtocolViolation`` for an id this run wasn't given."""
+        run = self._run
+        if ref_id not in run.given_ids:
+            raise ProtocolViolation("the child fetched a reference id this run was never given")
+        record = self._registry.get(ref_id)
+        if record is None:
+            return FetchResult(call_id=call_id, unfetchable=markers.NO_LONGER_HELD)
+        if record.payload_never or self._registry.is_marked(record.uri):
+            return FetchResult(call_id=call_id, unfetchable=markers.PAYLOAD_NEVER)
+        failed = run.failed_fetches.get(ref_id)
+        if failed is not None:  # answered again without a new request
+            return FetchResult(call_id=call_id, unfetchable=failed)
+        run.fetches += 1
+        if record.saved_path is None:  # this one may cost a request
+            if run.fetch_requests >= run.limits.max_fetches:
+                reason = markers.fetch_limit(run.limits.max_fetches)
+                return FetchResult(call_id=call_id, unfetchable=reason)
+            run.fetch_requests += 1
+        run.fetching = True
+        try:
+            outcome = await self._fetcher.fetch(record)
+        finally:
+            run.fetching = False
+        if not isinstance(outcome, Saved):
+            if outcome.reason != markers.PAYLOAD_NEVER:
+                run.failed_fetches[ref_id] = outcome.reason
+            return FetchResult(call_id=call_id, unfetchable=outcome.reason)
+        if self._registry.is_marked(record.uri):  # marked meanwhile: not linked, not named
+            return FetchResult(call_id=call_id, unfetchable=markers.PAYLOAD_NEVER)
+        try:
+            saved_to = self._dir.link(record.key, self._root / outcome.path)
+        except OSError as exc:
+            log.error("run %s: couldn't link %s: %s", run.id, outcome.path, exc)
+            return FetchResult(call_id=call_id, unfetchable=markers.WORKSPACE_FAILED)
+        return FetchResult(call_id=call_id, saved_to=saved_to)
+
+
+def one_line(text: str) -> str:
+    """The first line of ``text``, cut to :data:`REASON_MAX_CHARS` and made well formed."""
+    line = text.strip().splitlines()[0] if text.strip() else "it failed"
+    return markers.well_formed(line[:REASON_MAX_CHARS])

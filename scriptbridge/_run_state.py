@@ -1,0 +1,95 @@
+"""The state of one run while the bridge serves it, and the snapshot hosts see of it."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import trio
+
+from sandbox.protocol import Ending
+
+from ._limits import Limits
+
+__all__ = ["RunEnded", "RunProgress", "RunState"]
+
+
+class RunEnded(Exception):
+    """Ends a run early with ``ending`` (raised while it is served)."""
+
+    def __init__(self, ending: Ending, message: str) -> None:
+        super().__init__(message)
+        self.ending = ending
+        self.message = message
+
+
+@dataclass
+class RunState:
+    """What one run has done so far, and what it may still do."""
+
+    id: str
+    limits: Limits
+    stdout: list[str] = field(default_factory=list)
+    stdout_bytes: int = 0
+    tool_calls: int = 0
+    fetches: int = 0
+    given_ids: set[str] = field(default_factory=set)
+    """The reference ids this run was given: the only ones it may fetch."""
+    fetch_requests: int = 0
+    """Fetches of this run that needed a payload request (bounded by ``max_fetches``)."""
+    failed_fetches: dict[str, str] = field(default_factory=dict)
+    """Reference id -> the reason its fetch failed in this run (answered again, no request)."""
+    isolation: list[str] = field(default_factory=list)
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    closing: bool = False
+    """The bridge is closing: the run was cancelled by it, not by its caller."""
+    ended_cleanly: bool = False
+    """The child said done or error: it exits on its own, so it isn't killed at once."""
+    started: float = field(default_factory=time.monotonic)
+    fetching: bool = False
+    next_call_id: int = 1
+    """The call id the child's next request must carry (1, 2, ... as the protocol says)."""
+
+    def print(self, text: str) -> None:
+        """Keep printed ``text``, within ``max_output_bytes``; past it the run ends
+        (``RunEnded``, with what fits kept). Empty text keeps nothing, so a flood of empty
+        frames can't grow the list."""
+        if not text:
+            return
+        room = self.limits.max_output_bytes - self.stdout_bytes
+        data = text.encode("utf-8", "replace")
+        if len(data) > room:
+            self.stdout.append(data[: max(room, 0)].decode("utf-8", "ignore"))
+            self.stdout_bytes = self.limits.max_output_bytes
+            raise RunEnded(
+                Ending.OutputExceeded,
+                f"the script printed more than {self.limits.max_output_bytes} bytes",
+            )
+        self.stdout.append(text)
+        self.stdout_bytes += len(data)
+
+    def count_calls(self, count: int) -> None:
+        """Count ``count`` tool calls; past ``max_tool_calls`` the run ends (``RunEnded``)."""
+        self.tool_calls += count
+        if self.tool_calls > self.limits.max_tool_calls:
+            raise RunEnded(
+                Ending.ToolCallsExceeded,
+                f"the script made more than {self.limits.max_tool_calls} tool calls",
+            )
+
+    def progress(self, now: float) -> RunProgress:
+        return RunProgress(
+            self.id, now - self.started, self.tool_calls, self.fetches, self.fetching
+        )
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """A snapshot of one running script, for a progress line (:meth:`Bridge.progress`)."""
+
+    run_id: str
+    elapsed_s: float
+    tool_calls: int
+    fetches: int
+    fetching: bool
+    """A payload is being fetched for it right now."""

@@ -1,0 +1,74 @@
+"""The tools a bridge offers scripts, each behind one small interface (:class:`Tool`).
+
+A host tool (:class:`~scriptbridge.PythonTool`) and a tool of a connected MCP server
+(:class:`McpTool`) look the same to the run that calls them: a ``name`` as ``call_tool`` takes
+it, the ``server`` whose result it is (``None`` for the host's own), and ``call(arguments)``,
+which returns the MCP-shaped result or raises. :class:`ToolTable` holds them by name; a name
+is taken once, and a server's tools are added all together or not at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from ._mcp import McpServer
+
+__all__ = ["McpTool", "Tool", "ToolTable"]
+
+
+class Tool(Protocol):
+    """One tool a script can call."""
+
+    @property
+    def name(self) -> str:
+        """The name ``call_tool`` takes."""
+
+    @property
+    def server(self) -> str | None:
+        """The server the result comes from (for the registry), ``None`` for a host tool."""
+
+    async def call(self, arguments: Mapping[str, Any]) -> Any:
+        """Call it; returns its MCP-shaped result, or raises."""
+
+
+class McpTool:
+    """Tool ``tool`` of a connected MCP server, offered as ``<server>.<tool>``."""
+
+    def __init__(self, server: McpServer, tool: str) -> None:
+        self._server = server
+        self._tool = tool
+        self.name = f"{server.name}.{tool}"
+
+    @property
+    def server(self) -> str:
+        return self._server.name
+
+    async def call(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        return await self._server.call_tool(self._tool, arguments)
+
+
+class ToolTable:
+    """Tools by name (module doc)."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, Tool] = {}
+
+    def add(self, tools: Iterable[Tool]) -> None:
+        """Offer ``tools``, all or none. Raises ``ValueError`` for a name already taken."""
+        adding = list(tools)
+        seen: set[str] = set()
+        for tool in adding:
+            if tool.name in self._tools or tool.name in seen:
+                raise ValueError(f"tool name {tool.name!r} is already taken")
+            seen.add(tool.name)
+        for tool in adding:
+            self._tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    @property
+    def names(self) -> list[str]:
+        """The names scripts can call, sorted."""
+        return sorted(self._tools)
