@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from sandbox.protocol import LEAF_TYPES
+
 from . import markers
 
 __all__ = [
@@ -27,8 +29,9 @@ __all__ = [
     "plain_scalar",
 ]
 
-PLAIN_SCALARS: Final = (str, int, float, bool, type(None), bytes)
-"""Leaf values a walk reads as they are (made well formed where they are strings)."""
+PLAIN_SCALARS: Final = LEAF_TYPES
+"""Leaf values a walk reads as they are (made well formed where they are strings): the leaf
+types of the channel's plain data, :data:`sandbox.protocol.LEAF_TYPES`."""
 
 NOT_PLAIN: Final = object()
 """What :func:`plain_scalar` answers for a value no view can carry."""

@@ -21,12 +21,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
+from sandbox.protocol import MAX_DATA_NODES
+
 from . import markers
 from ._classify import is_block
 from ._plain import NOT_PLAIN, PLAIN_SCALARS, plain_key, plain_scalar
 
 MAX_DEPTH: Final = 100
-NODE_BUDGET: Final = 1_000_000
+NODE_BUDGET: Final = MAX_DATA_NODES
+"""Values one walk may open: the channel's own bound on one plain-data value."""
 
 
 def children_of(container: dict[Any, Any] | list[Any] | tuple[Any, ...]) -> list[Any]:
