@@ -62,7 +62,7 @@ def run(session: Session, source: str, *, restricted: bool) -> RunError | tuple[
             type="MemoryExceeded",
             message="the script ran out of memory",
             line=script_line(exc),
-            phase="run",
+            phase="limit",
         )
     except BaseException as exc:  # everything a script can raise is reported, as data
         return RunError(

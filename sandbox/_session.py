@@ -203,7 +203,7 @@ class Session:
             self.stopped = exc
             if isinstance(exc, LimitExceeded):  # kept apart: a script may hold the exception
                 self.limit_error = RunError(
-                    type=exc.ending.value, message=str(exc), line=None, phase="run"
+                    type=exc.ending.value, message=str(exc), line=None, phase="limit"
                 )
         raise self.stopped
 

@@ -121,7 +121,7 @@ def to_plain(
             return well_formed(str.__str__(item))
         if issubclass(cls, (bytes, bytearray)):
             return bytes(memoryview(item))
-        if depth >= max_depth:
+        if depth > max_depth:
             raise NotPlainError(f"nested deeper than {max_depth}")
         if issubclass(cls, list):
             return [convert(child, depth + 1) for child in list.__iter__(item)]

@@ -31,7 +31,6 @@ SETUP_REASON_MAX_CHARS: Final = 500
 """Characters kept of a child's reason for not starting (its first line)."""
 
 _SCRIPT_ENDINGS: Final = frozenset({Ending.ScriptRejected, Ending.ScriptFailed})
-_LIMIT_NAMES: Final = frozenset(ending.value for ending in Ending if ending.is_limit)
 _HOST_ENDING_NAMES: Final = frozenset(e.value for e in Ending if e not in _SCRIPT_ENDINGS)
 
 
@@ -209,8 +208,9 @@ def error_from_child(error: RunError) -> ScriptError:
     """The ``ScriptError`` a child's ``RunError`` stands for, read by its phase and type.
 
     - ``compile``: ``ScriptRejected``, with the child's type (``SyntaxError``, ...).
-    - ``run``: the limit its type names when it names one (the child enforces output, tool
-      calls, the disk quota and memory itself), otherwise ``ScriptFailed`` with its type.
+    - ``run``: ``ScriptFailed`` with its type, whatever the script named its exception.
+    - ``limit``: the limit its type names (the child enforces output, tool calls, the disk
+      quota and memory itself; the message is refused unless its type is a limit).
     - ``setup``: ``SandboxCrashed``: the child couldn't start; the message is
       ``"couldn't start: "`` and the first line of the child's reason, without a line.
 
@@ -220,7 +220,9 @@ def error_from_child(error: RunError) -> ScriptError:
         case "compile":
             ending = Ending.ScriptRejected
         case "run":
-            ending = Ending(error.type) if error.type in _LIMIT_NAMES else Ending.ScriptFailed
+            ending = Ending.ScriptFailed
+        case "limit":
+            ending = Ending(error.type)  # the message's own check: it names a limit
         case "setup":
             stripped = error.message.strip()
             first = stripped.splitlines()[0] if stripped else "it failed"

@@ -21,13 +21,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from sandbox.protocol import MAX_DATA_NODES
+from sandbox.protocol import MAX_DATA_DEPTH, MAX_DATA_NODES
 
 from . import markers
 from ._classify import is_block
 from ._plain import NOT_PLAIN, PLAIN_SCALARS, plain_key, plain_scalar
 
-MAX_DEPTH: Final = 100
+MAX_DEPTH: Final = MAX_DATA_DEPTH
+"""The channel's own depth limit (``sandbox.protocol.MAX_DATA_DEPTH``): one limit for both sides."""
 NODE_BUDGET: Final = MAX_DATA_NODES
 """Values one walk may open: the channel's own bound on one plain-data value."""
 

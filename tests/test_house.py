@@ -9,6 +9,12 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
+from sandbox.protocol import MAX_DATA_DEPTH, check_plain
+from scriptbridge import ReferenceRegistry, render_script_view
+from scriptbridge._walk import MAX_DEPTH
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 DOOR = frozenset({"sandbox", "sandbox.protocol"})
@@ -108,3 +114,23 @@ def test_the_fork_server_loads_nothing_of_the_host() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
     )
     assert out.stdout.strip() == "[]"
+
+
+def nested_lists(depth: int) -> object:
+    """A list whose deepest container sits at ``depth`` (the value itself is at depth 0)."""
+    value: object = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_one_depth_limit_for_both_sides() -> None:
+    """The host's walks and the channel share one depth limit: a container may sit at depth
+    MAX_DATA_DEPTH, and none deeper, and the deepest view the host renders passes the check."""
+    assert MAX_DEPTH == MAX_DATA_DEPTH
+    assert check_plain(nested_lists(MAX_DATA_DEPTH))
+    with pytest.raises(ValueError, match="deeper"):
+        check_plain(nested_lists(MAX_DATA_DEPTH + 1))
+    for depth in (MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1):
+        view = render_script_view({"structuredContent": nested_lists(depth)}, ReferenceRegistry())
+        check_plain(view)

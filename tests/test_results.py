@@ -152,10 +152,11 @@ def test_ok_is_true_exactly_when_there_is_no_error() -> None:
         ("compile", "IndentationError", Ending.ScriptRejected, "IndentationError"),
         ("run", "ValueError", Ending.ScriptFailed, "ValueError"),
         ("run", "SyntaxError", Ending.ScriptFailed, "SyntaxError"),
-        ("run", "OutputExceeded", Ending.OutputExceeded, "OutputExceeded"),
-        ("run", "ToolCallsExceeded", Ending.ToolCallsExceeded, "ToolCallsExceeded"),
-        ("run", "DiskQuotaExceeded", Ending.DiskQuotaExceeded, "DiskQuotaExceeded"),
-        ("run", "MemoryExceeded", Ending.MemoryExceeded, "MemoryExceeded"),
+        ("limit", "OutputExceeded", Ending.OutputExceeded, "OutputExceeded"),
+        ("limit", "ToolCallsExceeded", Ending.ToolCallsExceeded, "ToolCallsExceeded"),
+        ("limit", "DiskQuotaExceeded", Ending.DiskQuotaExceeded, "DiskQuotaExceeded"),
+        ("limit", "MemoryExceeded", Ending.MemoryExceeded, "MemoryExceeded"),
+        ("run", "OutputExceeded", Ending.ScriptFailed, "OutputExceeded"),
         ("run", "Cancelled", Ending.ScriptFailed, "Cancelled"),
         ("run", "ScriptRejected", Ending.ScriptFailed, "ScriptRejected"),
         ("compile", "OutputExceeded", Ending.ScriptRejected, "OutputExceeded"),
@@ -165,7 +166,8 @@ def test_ok_is_true_exactly_when_there_is_no_error() -> None:
 def test_a_childs_error_is_read_by_its_phase_and_type(
     phase: str, kind: str, ending: Ending, type: str
 ) -> None:
-    """compile: rejected; run: the limit it names, else failed; setup: the sandbox crashed."""
+    """compile: rejected; limit: the limit it names; run: failed, whatever its type is named;
+    setup: the sandbox crashed."""
     sent = RunError(type=kind, message="what\nhappened", line=3, phase=phase)  # type: ignore[arg-type]
     error = error_from_child(sent)
     assert (error.ending, error.type) == (ending, type)
@@ -260,3 +262,25 @@ async def test_a_real_run_raises_for_how_it_ended(
     if ending is Ending.ScriptFailed:
         assert str(caught.value) == "ValueError: no (line 2)"
     assert (await bridge.run("1 + 1\n")).raise_for_error().value == 2
+
+
+@pytest.mark.parametrize("name", ["WallTimeExceeded", "OutputExceeded", "MemoryExceeded"])
+async def test_a_scripts_own_exception_named_like_a_limit_is_its_failure(
+    bridge: Bridge, name: str
+) -> None:
+    """A script can name its exception class after a limit; what it raised is still its own
+    failure, never a limit (the child says which of its errors are limits)."""
+    result = await bridge.run(f"class {name}(Exception):\n    pass\nraise {name}('mine')\n")
+    assert result.error is not None
+    assert (result.error.ending, result.error.type) == (Ending.ScriptFailed, name), result.error
+    with pytest.raises(ScriptFailed):
+        result.raise_for_error()
+
+
+def test_only_a_limit_may_be_sent_as_one() -> None:
+    """A RunError of the limit phase must name a limit; a run-phase one is the script's."""
+    with pytest.raises(ValidationError):
+        RunError(type="ValueError", message="", phase="limit")
+    assert error_from_child(RunError(type="MemoryExceeded", message="", phase="run")).ending is (
+        Ending.ScriptFailed
+    )

@@ -12,6 +12,7 @@ from typing import Annotated, Final, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
+from .._endings import LIMITS
 from ._framing import DEFAULT_FRAME_LIMIT, MAX_FRAME, ProtocolError, unpack_body
 from ._plain import PlainData
 
@@ -41,6 +42,8 @@ __all__ = [
     "parse_child_message",
     "parse_host_message",
 ]
+
+_LIMIT_NAMES: Final = frozenset(limit.value for limit in LIMITS)
 
 PROTOCOL_VERSION: Final = 1
 """Sent in ``ready``; the host refuses a child that speaks another version."""
@@ -177,19 +180,28 @@ class RunError(_Message):
 
     Attributes:
         type: the exception's class name (``SyntaxError``, ``CompileError``, ``KeyError``...),
-            or a limit the child enforced itself: ``OutputExceeded``, ``ToolCallsExceeded``,
-            ``DiskQuotaExceeded``, ``MemoryExceeded``; or ``SandboxSetupFailed`` when the
+            or, in the ``limit`` phase, the limit the child enforced itself (an
+            :class:`Ending` that is a limit: ``OutputExceeded``, ``ToolCallsExceeded``,
+            ``DiskQuotaExceeded``, ``MemoryExceeded``); or ``SandboxSetupFailed`` when the
             child could not start.
         message: human-readable text, cut to a bound.
         line: the script line the error points at, when known.
-        phase: ``setup`` (before the script was read), ``compile`` or ``run``.
+        phase: ``setup`` (before the script was read), ``compile``, ``run`` (the script
+            raised: whatever its exception is named, it is the script's failure) or ``limit``
+            (the child stopped the script at one of its limits).
     """
 
     op: Literal["error"] = "error"
     type: _Name
     message: str
     line: Annotated[int, Field(ge=0)] | None = None
-    phase: Literal["setup", "compile", "run"]
+    phase: Literal["setup", "compile", "run", "limit"]
+
+    @model_validator(mode="after")
+    def _a_limit_names_one(self) -> RunError:
+        if self.phase == "limit" and self.type not in _LIMIT_NAMES:
+            raise ValueError(f"{self.type!r} is not a limit")
+        return self
 
 
 # host -> child

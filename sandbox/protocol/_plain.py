@@ -1,11 +1,14 @@
 """Plain data: the one definition of the values the channel carries as payload.
 
 Plain data is ``None``, ``bool``, ``int``, ``float``, ``str``, ``bytes`` (:data:`LEAF_TYPES`),
-``list`` and ``dict`` with ``str`` keys, exact types only (no subclasses), nested at most
-:data:`MAX_DATA_DEPTH` containers deep and holding at most :data:`MAX_DATA_NODES` values.
+``list`` and ``dict`` with ``str`` keys, exact types only (no subclasses), with no container
+deeper than :data:`MAX_DATA_DEPTH` (the value itself is at depth 0) and at most
+:data:`MAX_DATA_NODES` values.
 :func:`check_plain` is its check and :data:`PlainData` the pydantic type of every payload field
 (tool arguments, tool views, inputs, the script's value). Both sides use these bounds: the child
-converts a script's values to plain data within them (:func:`sandbox._values.to_plain`).
+converts a script's values to plain data within them (:func:`sandbox._values.to_plain`), and
+every walk of the host (claims, views, lanes) stops at the same depth, so a view the host
+renders is within them by construction.
 No I/O.
 """
 
@@ -17,8 +20,8 @@ from pydantic import AfterValidator
 
 __all__ = ["LEAF_TYPES", "MAX_DATA_DEPTH", "MAX_DATA_NODES", "PlainData", "check_plain"]
 
-MAX_DATA_DEPTH: Final = 128
-"""Deepest nesting of containers allowed in a :data:`PlainData` value."""
+MAX_DATA_DEPTH: Final = 100
+"""The deepest a container may sit in a :data:`PlainData` value (the value itself is at 0)."""
 
 MAX_DATA_NODES: Final = 1_000_000
 """Most values (containers, keys and leaves) allowed in one :data:`PlainData` value."""
@@ -50,7 +53,7 @@ def check_plain(
         kind = type(item)
         if kind in _LEAVES:
             continue
-        if depth >= max_depth:
+        if depth > max_depth:
             raise ValueError(f"plain data is nested deeper than {max_depth}")
         if kind is list:
             stack.extend((child, depth + 1) for child in item)
