@@ -29,7 +29,7 @@ from .protocol import (
     parse_host_message,
 )
 
-__all__ = ["prime", "warm_up"]
+__all__ = ["prime", "prime_run", "warm_up"]
 
 _PRIME_SCRIPT: Final = (
     "values = [1, 'a', {'k': 2.0}]\nfor v in values:\n    last = v\n{'n': len(values)}\n"
@@ -44,17 +44,23 @@ def prime() -> None:
     ``start``, compiling and running a tiny script in its own throwaway globals, and encoding a
     ``done`` here copies most of those pages while the child is still a spare, off the
     request path. Trusted code only; nothing of it is visible to the run's script (its globals
-    are built afresh). Never raises.
+    are built afresh). Never raises: priming is only an optimisation (:func:`prime_run` is
+    the same pass, raising).
     """
-    try:
-        start = parse_host_message(encode_frame(Start(source=_PRIME_SCRIPT))[4:])
-        assert isinstance(start, Start)
-        session = Session(BlockingChannel(-1, -1), start)
-        outcome = run(session, start.source, restricted=True)
-        if isinstance(outcome, tuple):
-            encode_frame(session._done(outcome[0]))
-    except Exception:  # pragma: no cover - priming is only an optimisation
-        pass
+    with contextlib.suppress(Exception):
+        prime_run()
+
+
+def prime_run() -> bytes:
+    """:func:`prime`'s pass; returns the ``done`` frame it encoded. Raises whatever the pass
+    raised (a run that failed raises ``RuntimeError``)."""
+    start = parse_host_message(encode_frame(Start(source=_PRIME_SCRIPT))[4:])
+    assert isinstance(start, Start)
+    session = Session(BlockingChannel(-1, -1), start)
+    outcome = run(session, start.source, restricted=True)
+    if not isinstance(outcome, tuple):
+        raise RuntimeError(f"the priming script failed: {outcome!r}")
+    return encode_frame(session._done(outcome[0]))
 
 
 _WARM_UP_SCRIPT: Final = """

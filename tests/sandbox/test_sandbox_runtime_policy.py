@@ -6,8 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sandbox._compile import compile_script
-from sandbox._warm import prime
-from sandbox.protocol import Ending, RunError
+from sandbox._warm import prime, prime_run
+from sandbox.protocol import Done, Ending, RunError, parse_child_message
 from sandbox.testing import RunRecord
 
 Run = Callable[..., RunRecord]
@@ -49,8 +49,11 @@ def test_augmented_assignment_runs(run: Run) -> None:
     assert record.value == [a, [1, 2], 3.5]
 
 
-def test_prime_never_raises() -> None:
-    """Priming runs its own tiny conversation in-process and returns quietly."""
+def test_priming_runs_a_whole_script_and_returns_quietly() -> None:
+    """Priming compiles and runs its tiny script in-process to a real ``done`` (what it encodes
+    is checked), and prime() itself returns quietly, twice."""
+    done = parse_child_message(prime_run()[4:])
+    assert isinstance(done, Done) and done.value == {"n": 3}
     prime()
     prime()
 
