@@ -46,10 +46,10 @@ Choices where SPEC is silent: only ``200`` answers are saved; the request asks f
 encoding and a body sent compressed anyway is refused (the byte cap and declared size then speak
 of the bytes saved, and no decompression bomb is ever expanded); a reference without a declared
 size is never fetched eagerly; at most :data:`EAGER_CONCURRENCY` eager fetches run at once. An
-HTTP body is hashed and written in the trio thread one chunk (at most 1 MiB) at a time, which
-measured ~15% faster than a worker-thread hop per chunk; a server's ``resources/read`` answer,
-decoded and written in one piece, goes to a worker thread. The fetcher must be used from the trio
-thread that drives its registry.
+HTTP body is hashed and written in the trio thread one chunk (at most 1 MiB, about a
+millisecond of work) at a time, with no worker-thread hop per chunk; a server's
+``resources/read`` answer, decoded and written in one piece, goes to a worker thread. The
+fetcher must be used from the trio thread that drives its registry.
 """
 
 from __future__ import annotations
@@ -471,9 +471,7 @@ class ReferenceFetcher:
                 if declared is None or received > self.max_bytes:
                     return Unfetchable(markers.over_cap(self.max_bytes))
                 return Unfetchable(markers.over_declared(declared))
-            # Written and hashed here, in the trio thread: a chunk is at most READ_SIZE (1 MiB),
-            # about a millisecond of hashing and page-cache writing, and a worker-thread hop per
-            # chunk costs ~15% of the throughput (benchmarks/fetch.py).
+            # Written and hashed in the trio thread (module doc): a chunk is at most READ_SIZE.
             try:
                 partial.write(chunk)
             except OSError as exc:

@@ -10,10 +10,8 @@ it holds 16 KiB of unfinished, see :data:`HEAD_READ_SIZE`), its status line, one
 
 A body with a ``Content-Length`` and no ``Transfer-Encoding`` (what a payload server sends) is
 read straight from the connection, never past its length, and handed out as the bytes each read
-returned. Through h11, every byte of it was copied about four times more (into h11's buffer, two
-slices out of it, and httpcore's ``bytes``), which held the fetcher to ~0.7 of ``curl``'s
-throughput (``benchmarks/fetch.py``). Any other body (chunked, or up to the connection's end)
-is framed by h11.
+returned, with no copy of its own (``benchmarks/fetch.py`` measures it against ``curl``). Any
+other body (chunked, or up to the connection's end) is framed by h11.
 
 SPEC section 5 names httpx for ``http``/``https``. This module keeps httpx's own parts (its URL
 parses and joins every link and redirect, httpcore's trio backend connects, h11 speaks HTTP)

@@ -13,9 +13,9 @@ A tool's return value becomes an MCP-shaped result (:func:`as_tool_result`):
 
 A sync callable runs in a worker thread (``trio.to_thread.run_sync`` with
 ``abandon_on_cancel=True``, so cancelling a run never waits on a stuck tool); an async one runs
-in the caller's task. The thread hop costs about 120 µs a call on one CPU
-(``benchmarks/compare.py``'s ``tool_call_sync``, against ``tool_call``), so a quick function
-that never blocks is cheaper offered as a coroutine function.
+in the caller's task. The thread hop costs a sync tool more per call than a coroutine tool
+(``benchmarks/compare.py`` measures ``tool_call_sync`` against ``tool_call``), so a quick
+function that never blocks is cheaper offered as a coroutine function.
 """
 
 from __future__ import annotations
