@@ -77,13 +77,28 @@ def encode_parts(
     """
     packer = msgpack.Packer(use_bin_type=True, autoreset=False, buf_size=_PACK_BUFFER)
     try:
-        packer.pack(message.model_dump(mode="python"))
+        packer.pack(_fields(message))
         body = packer.getbuffer().toreadonly()
     except (TypeError, ValueError, OverflowError) as exc:
         raise ProtocolError(f"cannot pack a {type(message).__name__} message: {exc}") from exc
     if len(body) > _limit(limit):
         raise ProtocolError(f"a {len(body)}-byte message is over the {limit}-byte frame limit")
     return _PREFIX.pack(len(body)), body
+
+
+def _fields(message: BaseModel) -> dict[str, Any]:
+    """A message's fields as msgpack packs them, the same body ``model_dump(mode="python")``
+    gives: nested messages become dicts of their fields, and every other value (plain data, a
+    message's own payload) is handed to msgpack as it is, not copied first."""
+    return {name: _field(getattr(message, name)) for name in type(message).model_fields}
+
+
+def _field(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return _fields(value)
+    if type(value) is list and value and isinstance(value[0], BaseModel):
+        return [_field(item) for item in value]
+    return value
 
 
 class FrameDecoder:

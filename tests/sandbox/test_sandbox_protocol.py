@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import os
 import struct
+from typing import Any
 
 import msgpack
 import pytest
@@ -56,6 +57,7 @@ CHILD_MESSAGES = [
     Done(value="{1, 2}", value_is_repr=True),
     RunError(type="KeyError", message="'k'", line=3, phase="run"),
     RunError(type="SyntaxError", message="bad", line=None, phase="compile"),
+    RunError(type="OutputExceeded", message="printed too much", line=2, phase="limit"),
 ]
 
 HOST_MESSAGES = [
@@ -66,6 +68,12 @@ HOST_MESSAGES = [
     FetchResult(call_id=3, saved_to="refs/ref_9f2c.pdf"),
     FetchResult(call_id=3, unfetchable="a server asked that its content never reach you"),
 ]
+
+
+@pytest.mark.parametrize("message", CHILD_MESSAGES + HOST_MESSAGES, ids=lambda m: m.op)
+def test_a_frame_holds_the_messages_dump(message: Any) -> None:
+    """A message is packed from its fields as they are, to the very bytes its dump packs to."""
+    assert body(message) == msgpack.packb(message.model_dump(mode="python"), use_bin_type=True)
 
 
 def body(message: object) -> bytes:
