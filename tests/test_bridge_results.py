@@ -26,7 +26,8 @@ async def test_a_deep_out_is_listed_without_recursion(bridge: Bridge) -> None:
     result = await bridge.run(source, limits=Limits(max_out_files=5000))
     assert result.ok, result.error
     (output,) = result.outputs
-    assert output.endswith("d/f.txt") and output.count("/d") == 1500
+    below_out = output.split("/out/", 1)[1]  # the run's id may hold a "/d" of its own
+    assert below_out == "d/" * 1500 + "f.txt"
     json.loads(result.model_dump_json())
     run_dir = bridge.workspace.root / pathlib.Path(output).parts[0] / pathlib.Path(output).parts[1]
     remove_tree(run_dir)  # what the bridge removes runs with: iterative, however deep
