@@ -23,15 +23,20 @@ async def bridge(tmp_path: pathlib.Path) -> AsyncIterator[Bridge]:
 async def test_a_deep_out_is_listed_without_recursion(bridge: Bridge) -> None:
     """An ``out/`` 1,500 directories deep is listed iteratively (no RecursionError)."""
     source = "write_text('out/' + 'd/' * 1500 + 'f.txt', 'deep')\n"
-    result = await bridge.run(source, limits=Limits(max_out_files=5000))
-    assert result.ok, result.error
-    (output,) = result.outputs
-    below_out = output.split("/out/", 1)[1]  # the run's id may hold a "/d" of its own
-    assert below_out == "d/" * 1500 + "f.txt"
-    json.loads(result.model_dump_json())
-    run_dir = bridge.workspace.root / pathlib.Path(output).parts[0] / pathlib.Path(output).parts[1]
-    remove_tree(run_dir)  # what the bridge removes runs with: iterative, however deep
-    assert not run_dir.exists()
+    runs = bridge.workspace.root / "runs"
+    try:
+        result = await bridge.run(source, limits=Limits(max_out_files=5000))
+        assert result.ok, result.error
+        (output,) = result.outputs
+        below_out = output.split("/out/", 1)[1]  # the run's id may hold a "/d" of its own
+        assert below_out == "d/" * 1500 + "f.txt"
+        json.loads(result.model_dump_json())
+        run_dir = bridge.workspace.root / pathlib.Path(output).parts[0]
+        run_dir = run_dir / pathlib.Path(output).parts[1]
+        remove_tree(run_dir)  # what the bridge removes runs with: iterative, however deep
+        assert not run_dir.exists()
+    finally:  # a tree this deep left behind would break pytest's own (recursive) clean-up
+        remove_tree(runs)
 
 
 async def test_bytes_values_and_odd_names_serialize(bridge: Bridge) -> None:
