@@ -37,6 +37,7 @@ from ._render import render_withheld_view as render_withheld_view
 from ._results import ScriptError as ScriptError
 from ._results import ScriptResult as ScriptResult
 from ._supervisor import Bridge as Bridge
+from ._sync import SyncBridge as SyncBridge
 from ._tools import PythonTool as PythonTool
 from ._tools import python_tool as python_tool
 from ._workspace import Workspace as Workspace
@@ -67,6 +68,7 @@ __all__ = [
     "ScriptFailed",
     "ScriptRejected",
     "ScriptResult",
+    "SyncBridge",
     "ToolServerError",
     "Unfetchable",
     "Workspace",

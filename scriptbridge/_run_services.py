@@ -19,7 +19,7 @@ Guarantees:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -35,7 +35,7 @@ from ._registry import ReferenceRecord, ReferenceRegistry
 from ._render import render_for_script
 from ._run_dirs import RunDir
 from ._run_state import RunState
-from ._tool_table import ToolTable
+from ._tool_table import Tool, ToolTable
 
 __all__ = ["RunServices", "one_line"]
 
@@ -46,6 +46,14 @@ TOOL_ERROR_MAX_CHARS: Final = 100_000
 
 Ingest = Callable[[object, str | None], list[ReferenceRecord]]
 """Registers a result's references and applies its marks: ``ingest(result, server)``."""
+
+
+CallTool = Callable[[Tool, dict[str, Any]], Awaitable[Any]]
+"""Calls a tool where it belongs (a host's asyncio tool on the host's loop)."""
+
+
+async def _call_here(tool: Tool, arguments: dict[str, Any]) -> Any:
+    return await tool.call(arguments)
 
 
 class RunServices:
@@ -60,6 +68,8 @@ class RunServices:
         fetcher: ReferenceFetcher,
         ingest: Ingest,
         workspace_root: Path,
+        *,
+        call_tool: CallTool | None = None,
     ) -> None:
         self._run = run
         self._dir = run_dir
@@ -68,6 +78,7 @@ class RunServices:
         self._fetcher = fetcher
         self._ingest = ingest
         self._root = workspace_root
+        self._call_tool = call_tool or _call_here
 
     async def call(self, name: str, args: dict[str, Any]) -> tuple[bool, Any]:
         """Call one tool; returns (True, script view) or (False, one-line reason)."""
@@ -106,7 +117,7 @@ class RunServices:
         if tool is None:
             return False, f"no tool is named {name!r}"
         try:
-            result = await tool.call(args)
+            result = await self._call_tool(tool, args)
         except ToolServerError as exc:
             return False, one_line(str(exc))
         except Exception as exc:

@@ -42,8 +42,8 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from typing import Any, Final, TypeVar
 
 import trio
 
@@ -53,6 +53,7 @@ from sandbox.protocol import Ending, check_plain
 from ._conversation import NO_ENDING, serve_child, start_message
 from ._exceptions import ScriptBridgeError
 from ._fetcher import ReferenceFetcher
+from ._hosting import Host, open_host
 from ._launcher import Child, Launcher, ZygoteLauncher, exit_error
 from ._limits import Limits
 from ._mcp import McpServer
@@ -68,6 +69,8 @@ from ._workspace import Workspace
 __all__ = ["Bridge", "RunProgress"]
 
 log = logging.getLogger("scriptbridge.supervisor")
+
+T = TypeVar("T")
 
 SERVER_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]{0,63}")
 
@@ -87,8 +90,12 @@ class Bridge:
             :class:`~scriptbridge._launcher.Launcher`); by default a zygote with spare
             children. Tests pass one that hands out hostile children.
 
-    Use it as an async context manager under trio; everything it started (zygote, children,
-    servers, fetches) is stopped and reaped when the ``async with`` block exits.
+    Use it as an async context manager under trio or asyncio (``async with Bridge(...)``);
+    everything it started (zygote, children, servers, fetches) is stopped and reaped when the
+    block exits. Under asyncio its trio side runs in a thread of its own
+    (:mod:`scriptbridge._hosting`), a host's coroutine-function tool runs on the host's loop,
+    and the registry and fetcher belong to that thread: read them through :meth:`ingest` and
+    the bridge's methods, not directly, while it is open.
     """
 
     def __init__(
@@ -116,51 +123,58 @@ class Bridge:
         self._dirs = RunDirs(self.workspace.root)
         self._runs: dict[str, RunState] = {}
         self._nursery: trio.Nursery | None = None
-        self._stack: contextlib.AsyncExitStack | None = None
+        self._host: Host | None = None
         self.registry.add_key_listener(self._dirs.unlink_everywhere)
 
     # --- lifecycle --------------------------------------------------------------------------
 
     async def __aenter__(self) -> Bridge:
-        stack = contextlib.AsyncExitStack()
-        nursery = await stack.enter_async_context(trio.open_nursery())
-        try:
-            self._dirs.open()
-            await self.launcher.start(nursery, self._dirs, self.limits)
-        except BaseException:
-            nursery.cancel_scope.cancel()
-            with trio.CancelScope(shield=True):
-                await self.launcher.aclose()
-                await stack.aclose()
-            raise
-        nursery.start_soon(self._dirs.sweep)
-        self._nursery, self._stack = nursery, stack
+        """Open the bridge for the caller's loop: trio or asyncio (``ScriptBridgeError`` for
+        another, or for none)."""
+        if self._host is not None:
+            raise ScriptBridgeError("this Bridge is open already")
+        self._host = await open_host(self._lifetime)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         """Cancel running scripts, stop servers and fetches, then the launcher's children."""
-        with trio.CancelScope(shield=True):
-            for run in list(self._runs.values()):
-                run.closing = True
-                run.scope.cancel()
-            for server in list(self._servers.values()):
-                await server.aclose()
-            self.fetcher.close()
-        if self._nursery is not None:
-            self._nursery.cancel_scope.cancel()
-        try:
-            if self._stack is not None:
-                await self._stack.aclose()
-        finally:
-            self._nursery = self._stack = None
-            with trio.CancelScope(shield=True):
-                await self.launcher.aclose()
-                self._dirs.close()
+        host, self._host = self._host, None
+        if host is not None:
+            await host.close()
 
-    def _check_open(self) -> trio.Nursery:
-        if self._nursery is None:
-            raise ScriptBridgeError("open the Bridge (async with) before running scripts")
-        return self._nursery
+    @contextlib.asynccontextmanager
+    async def _lifetime(self) -> AsyncIterator[None]:
+        """The bridge's trio side, open while the block runs (in the host's trio run, or in
+        the bridge's own trio thread)."""
+        async with trio.open_nursery() as nursery:
+            try:
+                self._dirs.open()
+                await self.launcher.start(nursery, self._dirs, self.limits)
+                nursery.start_soon(self._dirs.sweep)
+                self._nursery = nursery
+                yield
+            finally:
+                self._nursery = None
+                with trio.CancelScope(shield=True):
+                    for run in list(self._runs.values()):
+                        run.closing = True
+                        run.scope.cancel()
+                    for server in list(self._servers.values()):
+                        await server.aclose()
+                    self.fetcher.close()
+                nursery.cancel_scope.cancel()
+        with trio.CancelScope(shield=True):
+            await self.launcher.aclose()
+            self._dirs.close()
+
+    def _live(self) -> Host:
+        if self._host is None:
+            raise ScriptBridgeError("open the Bridge (async with) before using it")
+        return self._host
+
+    def _sync(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn`` where the bridge's state lives (its trio thread, under asyncio)."""
+        return fn(*args) if self._host is None else self._host.sync(fn, *args)
 
     # --- tools ------------------------------------------------------------------------------
 
@@ -170,7 +184,7 @@ class Bridge:
         Raises ``ValueError`` for a name already taken or one scripts couldn't call.
         """
         wrapped = tool if isinstance(tool, PythonTool) else python_tool(tool, name=name)
-        self._tools.add([wrapped])
+        self._sync(self._tools.add, [wrapped])
 
     async def add_server(self, server: McpServer) -> None:
         """Start a tool server and offer its tools to scripts as ``<name>.<tool>``.
@@ -178,6 +192,9 @@ class Bridge:
         Raises :class:`~scriptbridge._mcp.ToolServerError` when it can't be started, and
         ``ValueError`` for a name already taken.
         """
+        await self._live().call(self._add_server, server)
+
+    async def _add_server(self, server: McpServer) -> None:
         if self._nursery is None:
             raise ScriptBridgeError("open the Bridge (async with) before adding servers")
         if not SERVER_NAME.fullmatch(server.name) or server.name in self._servers:
@@ -193,13 +210,16 @@ class Bridge:
     @property
     def tool_names(self) -> list[str]:
         """The names scripts can call, sorted."""
-        return self._tools.names
+        return self._sync(lambda: self._tools.names)
 
     # --- the host's own view of results -----------------------------------------------------
 
     def ingest(self, result: object, *, server: str | None) -> list[ReferenceRecord]:
         """Register a result's references and apply its never marks (synchronously), and start
         the eager pass on them when it is on. Returns the records it registered."""
+        return self._sync(self._ingest, result, server)
+
+    def _ingest(self, result: object, server: str | None) -> list[ReferenceRecord]:
         records = self.registry.ingest(result, server=server)
         if self._nursery is not None and self.fetcher.eager_max_bytes is not None:
             self.fetcher.start_eager(self._nursery, records)
@@ -210,7 +230,7 @@ class Bridge:
     def progress(self) -> list[RunProgress]:
         """What each running script has done so far (pure; for progress lines)."""
         now = time.monotonic()
-        return [run.progress(now) for run in self._runs.values()]
+        return self._sync(lambda: [run.progress(now) for run in list(self._runs.values())])
 
     async def run(
         self,
@@ -218,23 +238,38 @@ class Bridge:
         *,
         inputs: Mapping[str, Any] | None = None,
         limits: Limits | None = None,
+        tools: Sequence[str] | None = None,
     ) -> ScriptResult:
         """Run one script in a fresh sandbox child and return how it ended.
 
         When this returns or raises, the child has exited and been reaped, and the run's
-        ``refs/`` is gone. Never raises for anything the script or the child does.
+        ``refs/`` is gone. Never raises for anything the script or the child does. ``tools``
+        offers only those tools to this run (``None``: every tool).
 
         Raises:
             ScriptBridgeError: the bridge isn't open.
             ValueError: ``inputs`` isn't plain data (str keys; None, bool, int, float, str,
-                bytes, lists and dicts), checked before any child is started.
-            trio.Cancelled: the caller was cancelled (the child is killed first).
+                bytes, lists and dicts), or ``tools`` names a tool not offered; checked before
+                any child is started.
+            trio.Cancelled, asyncio.CancelledError: the caller was cancelled (the child is
+                killed and reaped first).
         """
-        self._check_open()
+        return await self._live().call(self._run, source, inputs, limits, tools)
+
+    async def _run(
+        self,
+        source: str,
+        inputs: Mapping[str, Any] | None,
+        limits: Limits | None,
+        tools: Sequence[str] | None,
+    ) -> ScriptResult:
+        if self._nursery is None:
+            raise ScriptBridgeError("open the Bridge (async with) before running scripts")
         try:
             check_plain(dict(inputs or {}))
         except ValueError as exc:
             raise ValueError(f"inputs must be plain data: {exc}") from exc
+        table = self._tools if tools is None else self._tools.only(tools)
         started = time.perf_counter()
         run = RunState(id=secrets.token_hex(8), limits=limits or self.limits)
         run_dir = self._dirs.for_run(run.id)
@@ -250,7 +285,7 @@ class Bridge:
                     error = spawned
                 else:
                     child = spawned
-                    value, error = await self._serve(run, run_dir, child, source, inputs)
+                    value, error = await self._serve(run, run_dir, child, table, source, inputs)
         finally:
             with trio.CancelScope(shield=True):
                 status = await self._finish(run, run_dir, child)
@@ -268,6 +303,7 @@ class Bridge:
         run: RunState,
         run_dir: RunDir,
         child: Child,
+        table: ToolTable,
         source: str,
         inputs: Mapping[str, Any] | None,
     ) -> tuple[Any, ScriptError | None]:
@@ -276,13 +312,14 @@ class Bridge:
         services = RunServices(
             run,
             run_dir,
-            self._tools,
+            table,
             self.registry,
             self.fetcher,
-            lambda result, server: self.ingest(result, server=server),
+            self._ingest,
             self.workspace.root,
+            call_tool=self._live().call_tool,
         )
-        start = start_message(run, source, dict(inputs or {}), self.tool_names)
+        start = start_message(run, source, dict(inputs or {}), table.names)
         return await serve_child(run, child, start, services)
 
     async def _finish(

@@ -68,6 +68,17 @@ class ToolTable:
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 
+    def only(self, names: Iterable[str]) -> ToolTable:
+        """A table of just these tools (for one run). Raises ``ValueError`` naming a tool that
+        isn't offered."""
+        subset = ToolTable()
+        for name in names:
+            tool = self._tools.get(name)
+            if tool is None:
+                raise ValueError(f"no tool is named {name!r}")
+            subset._tools[name] = tool
+        return subset
+
     @property
     def names(self) -> list[str]:
         """The names scripts can call, sorted."""

@@ -631,3 +631,30 @@ async def test_what_no_quota_layer_bounded_is_bounded_by_the_host(
     else:
         assert result.ok, result.error
         assert [path.rsplit("/", 1)[1] for path in result.outputs] == ["0.txt", "1.txt", "2.txt"]
+
+
+async def test_a_run_offers_only_the_tools_it_was_given(bridge: Bridge) -> None:
+    """run(tools=[...]) offers only those tools to that run (others are no tool of its); a name
+    not offered raises ValueError before any child starts."""
+    bridge.add_tool(python_tool(lambda: 1, name="one"))
+    bridge.add_tool(python_tool(lambda: 2, name="two"))
+    with pytest.raises(ValueError, match="'three'"):
+        await bridge.run("1\n", tools=["one", "three"])
+    source = script("""
+        first = call_tool('one', {})['data']
+        try:
+            call_tool('two', {})
+            second = 'called'
+        except ToolError as exc:
+            second = str(exc)
+        try:
+            tools.two()
+            third = 'called'
+        except AttributeError:
+            third = 'none'
+        [first, second, third]
+    """)
+    result = await bridge.run(source, tools=["one"])
+    assert result.ok, result.error
+    assert result.value == [1, "no tool is named 'two'", "none"]
+    assert (await bridge.run("call_tool('two', {})['data']\n")).value == 2
