@@ -63,6 +63,23 @@ def test_example_host_runs() -> None:
     assert result["ok"] and result["value"] == {"total": 9, "note": "embedded words"}
 
 
+@pytest.mark.parametrize(
+    ("example", "totals"), [("asyncio_host.py", [7, 2, 9]), ("sync_host.py", [3, 6, 2, 9])]
+)
+def test_example_asyncio_and_sync_hosts_run(example: str, totals: list[int]) -> None:
+    """examples/asyncio_host.py (asyncio.gather over runs, an asyncio tool) and
+    examples/sync_host.py (SyncBridge from a thread pool) print every run's result."""
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / example)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout)
+    assert [r["ok"] for r in results] == [True] * len(totals), results
+    assert [r["value"] for r in results] == [
+        {"total": total, "note": "embedded words"} for total in totals
+    ]
+
+
 def test_demo_command_reports_every_script() -> None:
     """`scriptbridge demo` runs every example and shows payroll.csv was never requested."""
     done = subprocess.run(
