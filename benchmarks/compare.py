@@ -26,6 +26,10 @@ Figures (scriptbridge is "ours", the peer is monty unless said otherwise):
 ``tool_call_sync``
     the same with a plain (sync) function, which a bridge calls in a worker thread so that a
     slow one can't stall other runs (report only: the price of that thread hop).
+``warm_start_asyncio`` / ``tool_call_asyncio``
+    ``warm_start`` and ``tool_call`` with the bridge opened under ``asyncio.run`` (its trio side
+    in a thread of its own, the coroutine tool called on the host's asyncio loop), against the
+    same figures under trio, in the same run: the price of embedding in an asyncio host.
 ``scripts_per_s`` / ``scripts_per_s_x8``
     1,000 trivial scripts in a row, and 1,000 with 8 at a time (throughput; higher is better).
 ``loop_1m``
@@ -67,6 +71,7 @@ Only runs whose isolation list is the default's count: any other run marks its f
 from __future__ import annotations
 
 import argparse
+import asyncio
 import concurrent.futures
 import contextlib
 import datetime
@@ -119,11 +124,53 @@ PONG = {
 }
 
 
+def asyncio_samples(
+    workspace: Path, starts: int, tool_samples: int, gap_s: float
+) -> tuple[list[float], list[float], list[list[str]]]:
+    """``warm_start`` and ``tool_call`` samples of a bridge opened under ``asyncio.run`` (in
+    this thread, which is not the benchmark's trio thread), and each run's isolation layers."""
+    from scriptbridge import Bridge, Limits  # imported late, as the trio figures' are
+
+    async def main() -> tuple[list[float], list[float], list[list[str]]]:
+        async def noop() -> None:
+            return None
+
+        warm: list[float] = []
+        tool: list[float] = []
+        layers: list[list[str]] = []
+        many = Limits(max_tool_calls=TOOL_CALLS * 2)
+        async with Bridge(workspace) as bridge:
+            bridge.add_tool(noop)
+
+            async def timed(source: str, value: Any, limits: Limits | None = None) -> float:
+                started = time.perf_counter()
+                result = await bridge.run(source, limits=limits)
+                elapsed = time.perf_counter() - started
+                if not result.ok or result.value != value:
+                    raise BenchError(f"our asyncio run failed: {result.error} {result.value!r}")
+                layers.append(result.isolation)
+                await asyncio.sleep(gap_s)
+                return elapsed
+
+            for _ in range(10):  # warm up, as the trio bridge was
+                await timed(WARM_SCRIPT, WARM_VALUE)
+            layers.clear()
+            for _ in range(starts):
+                warm.append(await timed(WARM_SCRIPT, WARM_VALUE))
+            for _ in range(tool_samples):
+                tool.append(await timed(OURS_TOOL_SCRIPT, None, many) / TOOL_CALLS)
+        return warm, tool, layers
+
+    return asyncio.run(main())
+
+
 ORDER = (
     "warm_start",
     "fresh_start",
     "tool_call",
     "tool_call_sync",
+    "warm_start_asyncio",
+    "tool_call_asyncio",
     "scripts_per_s",
     "scripts_per_s_x8",
     "loop_1m",
@@ -544,6 +591,30 @@ async def compare_runtimes(
                     ours_sync_call,
                     peer_call,
                 )
+
+                print("  warm_start_asyncio, tool_call_asyncio ...", file=sys.stderr)
+                warm_aio, tool_aio, layers_aio = await trio.to_thread.run_sync(
+                    asyncio_samples,
+                    workspace / "ws-asyncio",
+                    sizes.starts,
+                    sizes.tool_samples,
+                    gap_s,
+                )
+                for figure, samples, trio_figure in (
+                    (
+                        fig("warm_start_asyncio", "ours under trio", "s", "<= 1.5"),
+                        warm_aio,
+                        "warm_start",
+                    ),
+                    (
+                        fig("tool_call_asyncio", "ours under trio", "s", "<= 1.5"),
+                        tool_aio,
+                        "tool_call",
+                    ),
+                ):
+                    figure.ours = samples
+                    figure.peer = list(figures[trio_figure].ours)
+                    figure.invalid = sum(1 for layers in layers_aio if layers != expected_layers)
 
                 print("  scripts_per_s ...", file=sys.stderr)
                 count = sizes.throughput_scripts
