@@ -182,14 +182,24 @@ def _foreign(error: BaseException) -> BaseException:
 
 async def run_on_loop(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
     """Await ``coro`` on the asyncio ``loop`` (another thread's) from a trio task; cancelling
-    this cancels the asyncio task without waiting for it."""
+    this cancels the asyncio task without waiting for it.
+
+    One hop there (``call_soon_threadsafe``) and one back (``run_sync_soon``), with no
+    ``concurrent.futures`` in between: this is on every host coroutine tool's call.
+    """
     token = trio.lowlevel.current_trio_token()
     arrived = trio.Event()
-    future = asyncio.run_coroutine_threadsafe(coro, loop)
-    future.add_done_callback(lambda _: token.run_sync_soon(arrived.set))
+    started: list[asyncio.Task[T]] = []
+
+    def start() -> None:
+        task = loop.create_task(coro)
+        started.append(task)
+        task.add_done_callback(lambda _: token.run_sync_soon(arrived.set))
+
+    loop.call_soon_threadsafe(start)
     try:
         await arrived.wait()
     except trio.Cancelled:
-        future.cancel()
+        loop.call_soon_threadsafe(lambda: started and started[0].cancel())
         raise
-    return future.result()
+    return started[0].result()
