@@ -37,6 +37,7 @@ from ._render import render_withheld_view as render_withheld_view
 from ._results import ScriptError as ScriptError
 from ._results import ScriptResult as ScriptResult
 from ._supervisor import Bridge as Bridge
+from ._tool_spec import ToolSpec as ToolSpec
 from ._tools import PythonTool as PythonTool
 from ._tools import python_tool as python_tool
 from ._workspace import Workspace as Workspace
@@ -68,6 +69,7 @@ __all__ = [
     "ScriptRejected",
     "ScriptResult",
     "ToolServerError",
+    "ToolSpec",
     "Unfetchable",
     "Workspace",
     "WorkspacePathError",
