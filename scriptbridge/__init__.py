@@ -38,6 +38,7 @@ from ._results import ScriptError as ScriptError
 from ._results import ScriptResult as ScriptResult
 from ._supervisor import Bridge as Bridge
 from ._sync import SyncBridge as SyncBridge
+from ._tool_spec import ToolSpec as ToolSpec
 from ._tools import PythonTool as PythonTool
 from ._tools import python_tool as python_tool
 from ._workspace import Workspace as Workspace
@@ -70,6 +71,7 @@ __all__ = [
     "ScriptResult",
     "SyncBridge",
     "ToolServerError",
+    "ToolSpec",
     "Unfetchable",
     "Workspace",
     "WorkspacePathError",

@@ -36,6 +36,7 @@ from ._render import render_for_script
 from ._run_dirs import RunDir
 from ._run_state import RunState
 from ._tool_table import Tool, ToolTable
+from ._tools import InvalidArguments
 
 __all__ = ["RunServices", "one_line"]
 
@@ -118,7 +119,7 @@ class RunServices:
             return False, f"no tool is named {name!r}"
         try:
             result = await self._call_tool(tool, args)
-        except ToolServerError as exc:
+        except (ToolServerError, InvalidArguments) as exc:  # their own lines say it all
             return False, one_line(str(exc))
         except Exception as exc:
             log.info("run %s: tool %s raised %s", self._run.id, name, type(exc).__name__)

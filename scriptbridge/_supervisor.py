@@ -62,6 +62,8 @@ from ._results import ScriptError, ScriptResult
 from ._run_dirs import RunDir, RunDirs
 from ._run_services import RunServices
 from ._run_state import RunProgress, RunState
+from ._stubs import render_stubs
+from ._tool_spec import ToolSpec
 from ._tool_table import McpTool, ToolTable
 from ._tools import PythonTool, python_tool
 from ._workspace import Workspace
@@ -211,6 +213,19 @@ class Bridge:
     def tool_names(self) -> list[str]:
         """The names scripts can call, sorted."""
         return self._sync(lambda: self._tools.names)
+
+    def tool_specs(self, tools: list[str] | None = None) -> list[ToolSpec]:
+        """Each tool offered (or each of ``tools``), described for a model, sorted by name.
+
+        Raises ``ValueError`` for a name in ``tools`` that isn't offered.
+        """
+        return self._sync(lambda: [tool.spec() for tool in self._tools.select(tools)])
+
+    def tool_stubs(self, tools: list[str] | None = None) -> str:
+        """Python source describing each tool offered (or each of ``tools``) for a model's
+        prompt (:func:`~scriptbridge._stubs.render_stubs`). Raises ``ValueError`` as
+        :meth:`tool_specs` does."""
+        return render_stubs(self.tool_specs(tools))
 
     # --- the host's own view of results -----------------------------------------------------
 

@@ -23,6 +23,7 @@ from ._registry import ReferenceRecord
 from ._results import ScriptResult
 from ._run_state import RunProgress
 from ._supervisor import Bridge
+from ._tool_spec import ToolSpec
 from ._tools import PythonTool
 
 __all__ = ["SyncBridge"]
@@ -92,6 +93,14 @@ class SyncBridge:
     ) -> ScriptResult:
         """:meth:`Bridge.run`, blocking; safe to call from many threads at once."""
         return self._live().call_blocking(self.bridge._run, source, inputs, limits, tools)
+
+    def tool_specs(self, tools: list[str] | None = None) -> list[ToolSpec]:
+        """:meth:`Bridge.tool_specs`."""
+        return self.bridge.tool_specs(tools)
+
+    def tool_stubs(self, tools: list[str] | None = None) -> str:
+        """:meth:`Bridge.tool_stubs`."""
+        return self.bridge.tool_stubs(tools)
 
     @property
     def tool_names(self) -> list[str]:

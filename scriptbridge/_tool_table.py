@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from ._mcp import McpServer
+from ._tool_spec import ToolSpec, listed_spec
 
 __all__ = ["McpTool", "Tool", "ToolTable"]
 
@@ -31,6 +32,9 @@ class Tool(Protocol):
     async def call(self, arguments: Mapping[str, Any]) -> Any:
         """Call it; returns its MCP-shaped result, or raises."""
 
+    def spec(self) -> ToolSpec:
+        """It, described for a model."""
+
 
 class McpTool:
     """Tool ``tool`` of a connected MCP server, offered as ``<server>.<tool>``."""
@@ -46,6 +50,10 @@ class McpTool:
 
     async def call(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         return await self._server.call_tool(self._tool, arguments)
+
+    def spec(self) -> ToolSpec:
+        """What the server listed for it (read as :func:`listed_spec` reads it)."""
+        return listed_spec(self.name, self._server.tools.get(self._tool))
 
 
 class ToolTable:
@@ -68,15 +76,22 @@ class ToolTable:
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 
+    def select(self, names: Iterable[str] | None) -> list[Tool]:
+        """The tools named (every tool for ``None``), sorted by name. Raises ``ValueError``
+        for a name not offered."""
+        if names is None:
+            return [self._tools[name] for name in self.names]
+        wanted = set(names)
+        missing = sorted(wanted - self._tools.keys())
+        if missing:
+            raise ValueError(f"no tool is offered as {', '.join(map(repr, missing))}")
+        return [self._tools[name] for name in sorted(wanted)]
+
     def only(self, names: Iterable[str]) -> ToolTable:
-        """A table of just these tools (for one run). Raises ``ValueError`` naming a tool that
-        isn't offered."""
+        """A table of just the tools named (for one run). Raises ``ValueError`` for a name
+        not offered."""
         subset = ToolTable()
-        for name in names:
-            tool = self._tools.get(name)
-            if tool is None:
-                raise ValueError(f"no tool is named {name!r}")
-            subset._tools[name] = tool
+        subset.add(self.select(names))
         return subset
 
     @property

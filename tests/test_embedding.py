@@ -214,6 +214,8 @@ def test_sync_bridge_from_eight_threads(tmp_path: pathlib.Path) -> None:
         for thread in threads:
             thread.join(60)
         assert bridge.tool_names == ["inc"]
+        assert [spec.name for spec in bridge.tool_specs()] == ["inc"]
+        assert "def inc(" in bridge.tool_stubs()
     assert {n: (r.ok, r.value) for n, r in results.items()} == {n: (True, n + 1) for n in range(8)}
     with pytest.raises(ScriptBridgeError, match="open the SyncBridge"):
         bridge.run("1\n")
