@@ -92,12 +92,10 @@ class Bridge:
             :class:`~scriptbridge._launcher.Launcher`); by default a zygote with spare
             children. Tests pass one that hands out hostile children.
 
-    Use it as an async context manager under trio or asyncio (``async with Bridge(...)``);
-    everything it started (zygote, children, servers, fetches) is stopped and reaped when the
-    block exits. Under asyncio its trio side runs in a thread of its own
-    (:mod:`scriptbridge._hosting`), a host's coroutine-function tool runs on the host's loop,
-    and the registry and fetcher belong to that thread: read them through :meth:`ingest` and
-    the bridge's methods, not directly, while it is open.
+    An async context manager under trio or asyncio; all it started is stopped and reaped when
+    the block exits. Under asyncio (:mod:`scriptbridge._hosting`) its trio side, registry and
+    fetcher live in a thread of its own (reach them through its methods while it is open), and
+    a host's coroutine-function tool runs on the host's loop.
     """
 
     def __init__(
@@ -182,18 +180,14 @@ class Bridge:
 
     def add_tool(self, tool: PythonTool | Any, name: str | None = None) -> None:
         """Offer a host tool to scripts (a ``python_tool``, or a callable, wrapped here).
-
-        Raises ``ValueError`` for a name already taken or one scripts couldn't call.
-        """
+        Raises ``ValueError`` for a name already taken or one scripts couldn't call."""
         wrapped = tool if isinstance(tool, PythonTool) else python_tool(tool, name=name)
         self._sync(self._tools.add, [wrapped])
 
     async def add_server(self, server: McpServer) -> None:
-        """Start a tool server and offer its tools to scripts as ``<name>.<tool>``.
-
-        Raises :class:`~scriptbridge._mcp.ToolServerError` when it can't be started, and
-        ``ValueError`` for a name already taken.
-        """
+        """Start a tool server and offer its tools to scripts as ``<name>.<tool>``. Raises
+        :class:`~scriptbridge.ToolServerError` when it can't start, ``ValueError`` for a name
+        already taken."""
         await self._live().call(self._add_server, server)
 
     async def _add_server(self, server: McpServer) -> None:
@@ -216,9 +210,7 @@ class Bridge:
 
     def tool_specs(self, tools: list[str] | None = None) -> list[ToolSpec]:
         """Each tool offered (or each of ``tools``), described for a model, sorted by name.
-
-        Raises ``ValueError`` for a name in ``tools`` that isn't offered.
-        """
+        Raises ``ValueError`` for a name in ``tools`` that isn't offered."""
         return self._sync(lambda: [tool.spec() for tool in self._tools.select(tools)])
 
     def tool_stubs(self, tools: list[str] | None = None) -> str:
@@ -295,7 +287,7 @@ class Bridge:
         try:
             with self.registry.journal():
                 with trio.CancelScope(shield=True):  # a fork we don't hear of would leak
-                    spawned = await self._spawn(run, run_dir)
+                    spawned = await _spawn(self.launcher, run, run_dir)
                 if isinstance(spawned, ScriptError):
                     error = spawned
                 else:
@@ -303,15 +295,11 @@ class Bridge:
                     value, error = await self._serve(run, run_dir, child, table, source, inputs)
         finally:
             with trio.CancelScope(shield=True):
-                status = await self._finish(run, run_dir, child)
+                status = await _finish(self.launcher, run, run_dir, child)
+                self._dirs.release(run_dir)
+                self._runs.pop(run.id, None)
+                run_dir.finish()
         return _result(run, run_dir, value, error, status, time.perf_counter() - started)
-
-    async def _spawn(self, run: RunState, run_dir: RunDir) -> Child | ScriptError:
-        """The run's child, or why none could be started."""
-        try:
-            return await self.launcher.spawn(run_dir, run.limits)
-        except (ZygoteError, TimeoutError, OSError) as exc:
-            return ScriptError(ending=Ending.SandboxCrashed, message=f"couldn't start: {exc}")
 
     async def _serve(
         self,
@@ -337,19 +325,23 @@ class Bridge:
         start = start_message(run, source, dict(inputs or {}), table.names)
         return await serve_child(run, child, start, services)
 
-    async def _finish(
-        self, run: RunState, run_dir: RunDir, child: Child | None
-    ) -> ChildExit | None:
-        """Close the channel, reap the child (killed unless it exits on its own), drop the
-        run's links and throw its directory away unless its ``out/`` holds something."""
-        status: ChildExit | None = None
-        if child is not None:
-            await child.close_fds()
-            status = await self.launcher.reap(child, exits_on_its_own=run.ended_cleanly)
-        self._dirs.release(run_dir)
-        self._runs.pop(run.id, None)
-        run_dir.finish()
-        return status
+
+async def _spawn(launcher: Launcher, run: RunState, run_dir: RunDir) -> Child | ScriptError:
+    """The run's child, or why none could be started."""
+    try:
+        return await launcher.spawn(run_dir, run.limits)
+    except (ZygoteError, TimeoutError, OSError) as exc:
+        return ScriptError(ending=Ending.SandboxCrashed, message=f"couldn't start: {exc}")
+
+
+async def _finish(
+    launcher: Launcher, run: RunState, run_dir: RunDir, child: Child | None
+) -> ChildExit | None:
+    """Close the child's channel and reap it (killed unless it exits on its own)."""
+    if child is None:
+        return None
+    await child.close_fds()
+    return await launcher.reap(child, exits_on_its_own=run.ended_cleanly)
 
 
 def _result(
