@@ -134,3 +134,12 @@ def test_one_depth_limit_for_both_sides() -> None:
     for depth in (MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1):
         view = render_script_view({"structuredContent": nested_lists(depth)}, ReferenceRegistry())
         check_plain(view)
+
+
+def test_the_bridge_stays_thin() -> None:
+    """Bridge composes the parts that own each job: its class body stays under 250 lines."""
+    tree = ast.parse((ROOT / "scriptbridge" / "_supervisor.py").read_text())
+    (bridge,) = [
+        node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "Bridge"
+    ]
+    assert bridge.end_lineno is not None and bridge.end_lineno - bridge.lineno < 250
