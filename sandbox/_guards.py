@@ -564,10 +564,16 @@ _unaudited_import: Final = _importer(UNAUDITED_PROXIES)
 # Builtins
 
 
-def safe_builtins(print_function: Callable[..., None], *, audited: bool = True) -> dict[str, Any]:
+def safe_builtins(
+    print_function: Callable[..., None],
+    *,
+    audited: bool = True,
+    extra_modules: Mapping[str, ModuleProxy] | None = None,
+) -> dict[str, Any]:
     """Return a fresh builtins dict for one script: the builtins row of the audited surface,
     the guarded ``__import__``, :func:`script_build_class` as ``__build_class__`` (for
-    ``class`` statements) and ``print_function`` as ``print``.
+    ``class`` statements) and ``print_function`` as ``print``. ``extra_modules`` are proxies of
+    the session's own (the dialect's ``asyncio``), importable beside the allowlisted modules.
 
     ``audited=False`` (the language layer off only) imports :data:`UNAUDITED_PROXIES`.
     """
@@ -576,7 +582,11 @@ def safe_builtins(print_function: Callable[..., None], *, audited: bool = True) 
     allowed: dict[str, Any] = {
         name: getattr(builtins, name) for name in _surface.names_of("builtins") if name != "print"
     }
-    allowed["__import__"] = guarded_import if audited else _unaudited_import
+    proxies = _PROXIES if audited else UNAUDITED_PROXIES
+    if extra_modules:
+        allowed["__import__"] = _importer({**proxies, **extra_modules})
+    else:
+        allowed["__import__"] = guarded_import if audited else _unaudited_import
     allowed["__build_class__"] = script_build_class
     allowed["print"] = print_function
     return allowed

@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 
 from ._blocking_channel import BlockingChannel
 from ._compile import compile_script, script_line
+from ._dialect import ScriptReturn
 from ._session import HostGone, LimitExceeded, Session
 from ._values import cut, describe
 from .protocol import (
@@ -46,11 +47,13 @@ def run(session: Session, source: str, *, restricted: bool) -> RunError | tuple[
     compiled = compile_script(source, restricted=restricted)
     if isinstance(compiled, RunError):
         return compiled
-    body, tail = compiled
+    body, tail, session.awaiting = compiled
     namespace = session.script_globals(audited=restricted)
     try:
         exec(body, namespace)
         value = None if tail is None else eval(tail, namespace)
+    except ScriptReturn as returned:  # a top-level return: its value is the run's
+        value = returned.value
     except LimitExceeded as exc:
         if session.limit_error is not None:  # the session's own stop, read as it recorded it
             return session.limit_error.model_copy(update={"line": script_line(exc)})

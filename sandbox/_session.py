@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, NoReturn
 
-from . import _files, _guards
+from . import _dialect, _files, _guards
 from ._blocking_channel import BlockingChannel
 from ._endings import Ending
 from ._values import NotPlainError, cut, exact_list, exact_str, to_plain, well_formed
@@ -166,6 +166,7 @@ class Session:
         self._out_entries = 0  # files and directories write_text made in out/
         self.stopped: BaseException | None = None  # a LimitExceeded or HostGone, sticky
         self.limit_error: RunError | None = None  # what stopped a run, as the session saw it
+        self.awaiting = False  # the script uses await: tool calls are pending until awaited
 
     # -- globals -------------------------------------------------------------------------------
 
@@ -175,12 +176,18 @@ class Session:
         ``audited=False`` (the language layer off only) gives imports the unaudited proxies.
         """
         namespace: dict[str, Any] = {
-            "__builtins__": _guards.safe_builtins(self.print_function, audited=audited),
+            "__builtins__": _guards.safe_builtins(
+                self.print_function,
+                audited=audited,
+                extra_modules={"asyncio": _dialect.asyncio_proxy(self)},
+            ),
             "__name__": _guards.SCRIPT_MODULE,
             "__metaclass__": type,
             "_print_": lambda _getattr=None: PrintCollector(self),
             "_print": PrintCollector(self),
             **_guards.guard_hooks(),
+            "_await_": _dialect.script_await,
+            "_return_": _dialect.script_return,
             "call_tool": self.call_tool,
             "call_tools": self.call_tools,
             "tools": ToolsNamespace(self, self._tool_names),
@@ -332,11 +339,19 @@ class Session:
         return tool, plain
 
     def call_tool(self, name: Any, args: Any = None, /, **kwargs: Any) -> Any:
-        """The script's ``call_tool(name, args=None, **kwargs)``: the tool's script view.
+        """The script's ``call_tool(name, args=None, **kwargs)``: the tool's script view, or,
+        in a script that uses ``await``, the pending call ``await`` makes
+        (:mod:`sandbox._dialect`).
 
         Raises ``ToolError`` with the host's message when the call failed.
         """
         tool, plain = self._arguments(name, args, kwargs)
+        if self.awaiting:
+            return _dialect.pending(self, tool, plain)
+        return self.call_now(tool, plain)
+
+    def call_now(self, tool: str, plain: dict[str, Any]) -> Any:
+        """Make one tool call of checked arguments; its script view, or ``ToolError``."""
         self._count_calls(1)
         reply = self._request(
             lambda call_id: CallTool(call_id=call_id, name=tool, args=plain),
@@ -367,18 +382,27 @@ class Session:
                 raise TypeError("call_tools takes a list of (name, args) pairs")
             tool, plain = self._arguments(pair[0], pair[1], {})
             batch.append(ToolCall(name=tool, args=plain))
-        if not batch:
+        outcomes = self.call_batch([(call.name, call.args) for call in batch])
+        for outcome in outcomes:
+            if isinstance(outcome, ToolError):
+                raise outcome
+        return outcomes
+
+    def call_batch(self, calls: Sequence[tuple[str, dict[str, Any]]]) -> list[Any]:
+        """Make checked calls as one concurrent batch; each call's view, or its ToolError."""
+        if not calls:
             return []
+        batch = [ToolCall(name=name, args=args) for name, args in calls]
         self._count_calls(len(batch))
         reply = self._request(
             lambda call_id: CallTools(call_id=call_id, calls=batch), (ToolResults,)
         )
         if len(reply.results) != len(batch):
             self._stop(HostGone("the host answered a batch with the wrong number of results"))
-        for outcome in reply.results:
-            if isinstance(outcome, CallFailed):
-                raise ToolError(outcome.message)
-        return [outcome.view for outcome in reply.results]
+        return [
+            ToolError(outcome.message) if isinstance(outcome, CallFailed) else outcome.view
+            for outcome in reply.results
+        ]
 
     def fetch(self, reference: Any) -> str:
         """The script's ``fetch(block_or_id)``: the workspace path of the saved payload.

@@ -613,6 +613,13 @@ SURFACE: Final[tuple[Row, ...]] = (
         "wraps text by its options, which are plain data",
     ),
     Row(
+        "asyncio",
+        "gather run sleep",
+        "the async dialect's own asyncio (sandbox._dialect), not the module: gather makes the "
+        "pending tool calls it is given as one batch, sleep sleeps within the wall time, run "
+        "hands back what it is given; no event loop, coroutine or thread exists",
+    ),
+    Row(
         "time",
         "monotonic monotonic_ns perf_counter perf_counter_ns process_time process_time_ns time "
         "time_ns",

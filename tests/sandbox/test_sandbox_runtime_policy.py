@@ -17,7 +17,7 @@ def test_augmented_assignment_of_names_is_native() -> None:
     """``name += value`` compiles to an in-place operator, with no hook call."""
     compiled = compile_script("total = 0\nfor i in range(3):\n    total += i\n", restricted=True)
     assert not isinstance(compiled, RunError)
-    body, _ = compiled
+    body, _, _ = compiled
     assert "_inplacevar_" not in body.co_names
 
 

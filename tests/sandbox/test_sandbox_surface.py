@@ -135,6 +135,9 @@ def script_roots() -> tuple[tuple[str, Any], ...]:
             roots.append((f"builtins.{name}", value))
     roots += [(f"import.{name}", _guards.guarded_import(name)) for name in _guards.ALLOWED_IMPORTS]
     roots += [(f"sample.{index}", value) for index, value in enumerate(namespace["samples"])]
+    roots.append(("import.asyncio", namespace["__builtins__"]["__import__"]("asyncio")))
+    session.awaiting = True  # the async dialect: a tool call is pending until awaited
+    roots.append(("sample.pending", namespace["call_tool"]("docs.search", {})))
     return tuple(roots)
 
 

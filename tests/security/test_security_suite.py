@@ -345,6 +345,41 @@ ATTACKS = [
         "generators",
         "async def f():\n    yield 1\n'ESCAPED' if f().ag_frame is not None else 'no'",
     ),
+    # the async dialect (sandbox._dialect): no coroutine, event loop or thread to reach
+    attack(
+        "dialect-gather-globals",
+        "generators",
+        "import asyncio\ng = asyncio.gather\n'ESCAPED' if g.__globals__ is not None else 'no'",
+    ),
+    attack(
+        "dialect-return-traceback",
+        "generators",
+        "try:\n    return 1\nexcept Exception.__base__ as stop:\n"
+        "    f = stop.__traceback__.tb_frame\n"
+        "'ESCAPED' if f.f_globals is not None else 'no'",
+    ),
+    attack(
+        "dialect-event-loop",
+        "generators",
+        "import asyncio\nloop = asyncio.get_event_loop()\nawait asyncio.sleep(0)\n"
+        "'ESCAPED' if loop is not None else 'no'",
+        control=False,  # the dialect's asyncio has no loop to give, layers on or off
+    ),
+    attack(
+        "dialect-forged-pending-call",
+        "generators",
+        "first = call_tool('docs.search', {})\nforged = type(first)(1, 2, 'docs.search', {})\n"
+        "await forged\n'ESCAPED'",
+        control=False,  # only the session makes pending calls, layers on or off
+    ),
+    attack(
+        "dialect-awaited-coroutine-frame",
+        "generators",
+        "async def inner():\n    return 1\nasync def outer():\n    c = inner()\n"
+        "    return c.cr_frame\nframe = await outer()\n"
+        "'ESCAPED' if frame is not None and frame.f_globals is not None else 'no'",
+        control=False,  # plain Python runs no awaited coroutine without an event loop
+    ),
     # ---------------------------------------------------------------- stdlib reflection
     # Allowlisted callables that read or write attributes whose names the caller chooses
     # (functools.wraps is update_wrapper: the real getattr/setattr, past every guard), or that
@@ -951,6 +986,8 @@ ONE_LAYER: frozenset[str] = frozenset(
         *("traceback-without-dunder", "generator-frame", "generator-code"),
         *("generator-frame-locals", "yield-from-target", "coroutine-frame"),
         "async-generator-frame",
+        "dialect-gather-globals",
+        "dialect-return-traceback",
         # Allowlisted stdlib callables turned on the interpreter: with the language layer off
         # the script has the real builtins anyway, and none of it is a system call.
         *("wraps-merges-module-globals", "wraps-swaps-a-stdlib-function-code"),
