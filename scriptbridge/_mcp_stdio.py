@@ -21,9 +21,10 @@ Guarantees:
   own stdout or stderr, unless an ``errlog`` file is given.
 - When stdout ends (the server exited, crashed or closed it) the read stream ends, so every
   request in flight fails at once; a failed write to stdin ends the connection the same way.
-- When the context exits, however it exits, the server process has been stopped: stdin is
-  closed and the server given :data:`EXIT_GRACE_S` to exit (none when its stdout had already
-  ended), then its process group is sent SIGTERM and, after the SDK's grace, SIGKILL.
+- When the context exits, however it exits, the server process has been stopped: the messages
+  already handed to the transport are written (within :data:`FLUSH_S`), stdin is closed and
+  the server given :data:`EXIT_GRACE_S` to exit (none when its stdout had already ended), then
+  its process group is sent SIGTERM and, after the SDK's grace, SIGKILL.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ STDERR_LINE_BYTES: Final = 64 * 2**10
 """A stderr line longer than this is logged as its length only."""
 STDERR_SHOWN_CHARS: Final = 2000
 EXIT_GRACE_S: Final = 2.0
+FLUSH_S: Final = 0.5
 KILL_GRACE_S: Final = 2.0
 REAP_S: Final = 2.0
 READ_CHUNK: Final = 1 << 16
@@ -158,6 +160,7 @@ async def stdio_transport(
     read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
     stdout_ended = anyio.Event()
+    writer_done = anyio.Event()
 
     async def read_stdout() -> None:
         assert process.stdout is not None
@@ -213,6 +216,8 @@ async def stdio_transport(
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             log.warning("server %r: couldn't write to its stdin: %s", name, exc)
             cancel.cancel()  # a connection that can't send is over
+        finally:
+            writer_done.set()
 
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(read_stdout)
@@ -224,6 +229,8 @@ async def stdio_transport(
         finally:
             with anyio.CancelScope(shield=True):
                 write_send.close()
+                with anyio.move_on_after(FLUSH_S):  # what was handed over still goes out
+                    await writer_done.wait()
                 read_receive.close()
                 grace = 0.0 if stdout_ended.is_set() else EXIT_GRACE_S
                 await _stop(process, grace)

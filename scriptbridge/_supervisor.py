@@ -173,7 +173,8 @@ class Bridge:
         self._tools.add([wrapped])
 
     async def add_server(self, server: McpServer) -> None:
-        """Start a tool server and offer its tools to scripts as ``<name>.<tool>``.
+        """Start a tool server and offer its tools to scripts as ``<name>.<tool>``; when the
+        server lists its tools again, the runs that start after it see the new list.
 
         Raises :class:`~scriptbridge._mcp.ToolServerError` when it can't be started, and
         ``ValueError`` for a name already taken.
@@ -189,6 +190,11 @@ class Bridge:
             await server.aclose()
             raise
         self._servers[server.name] = server
+        server.on_tools_changed(
+            lambda changed: self._tools.replace_server(
+                changed.name, [McpTool(changed, tool) for tool in changed.tools]
+            )
+        )
 
     @property
     def tool_names(self) -> list[str]:
