@@ -181,8 +181,15 @@ class Bridge:
         """
         if self._nursery is None:
             raise ScriptBridgeError("open the Bridge (async with) before adding servers")
-        if not SERVER_NAME.fullmatch(server.name) or server.name in self._servers:
-            raise ValueError(f"not a usable server name: {server.name!r}")
+        if server.name in self._servers:
+            raise ValueError(
+                f"server name {server.name!r} is taken: give each server a name of its own"
+            )
+        if not SERVER_NAME.fullmatch(server.name):
+            raise ValueError(
+                f"not a usable server name: {server.name!r} (1-64 of A-Z a-z 0-9 _ -, "
+                "not starting with a digit or -)"
+            )
         await server.open(self._nursery)
         try:
             self._tools.add(McpTool(server, tool) for tool in server.tools)

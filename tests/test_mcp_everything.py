@@ -132,3 +132,22 @@ async def test_server_everything_over_streamable_http(
     allowlist: the host's own servers aren't subject to the fetch network policy."""
     server = McpServer.http(everything_http, name="everything", timeout_s=30)
     check(*await run_everything(server, tmp_path / "ws"))
+
+
+def test_cli_connects_a_streamable_http_server(
+    everything_http: str, tmp_path: pathlib.Path
+) -> None:
+    """``scriptbridge run --mcp-http NAME=URL`` offers the HTTP server's tools to the script."""
+    script = tmp_path / "s.py"
+    script.write_text("call_tool('ev.echo', {'message': 'over http'})['content'][0]['text']\n")
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "scriptbridge._cli", "run", str(script)),
+            *("--mcp-http", f"ev={everything_http}", "--mcp-timeout", "20", "--json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert '"value": "Echo: over http"' in done.stdout
