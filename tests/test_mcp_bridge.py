@@ -91,3 +91,22 @@ async def test_a_servers_progress_shows_for_its_run(tmp_path: pathlib.Path) -> N
             "half",
         )
         assert bridge.progress() == []
+
+
+async def test_a_bridge_exits_cleanly_whatever_a_server_did(tmp_path: pathlib.Path) -> None:
+    """Invalid UTF-8, a closed stdout and a crash cost their own calls at most; the runs end
+    and ``async with Bridge`` exits without raising."""
+    async with Bridge(tmp_path / "ws") as bridge:
+        await bridge.add_server(McpServer(sys.executable, [HOSTILE], name="h", timeout_s=10))
+        result = await bridge.run(
+            "out = [call_tool('h.badutf8', {})['content'][0]['text']]\n"
+            "for name in ('closeout', 'crash'):\n"
+            "    try:\n"
+            "        call_tool('h.' + name, {})\n"
+            "    except ToolError as exc:\n"
+            "        out.append('exited' in str(exc))\n"
+            "out.append(call_tool('h.echo', {'n': 1})['content'][0]['text'])\n"
+            "out\n"
+        )
+        assert result.ok and result.value == ["{}", True, True, '{"n": 1}'], result.error
+        bridge._check_open().start_soon(bridge.run, "call_tool('h.badutf8', {})")
