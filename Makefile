@@ -3,8 +3,11 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# npm's MCP servers for the tests against servers nobody here wrote (skipped without node)
+NPM_DIR := $(VENV)/npm
+NPM_STAMP := $(NPM_DIR)/.installed
 
-.PHONY: test demo lint bench clean
+.PHONY: test demo lint bench clean npm-servers
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,7 +19,18 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy --strict scriptbridge sandbox
 
-test: lint
+$(NPM_STAMP): tests/npm/package.json | $(STAMP)
+	@if command -v npm >/dev/null 2>&1 && command -v node >/dev/null 2>&1; then \
+		mkdir -p $(NPM_DIR) && cp tests/npm/package.json $(NPM_DIR)/package.json && \
+		npm install --prefix $(NPM_DIR) --cache $(NPM_DIR)/cache --no-audit --no-fund \
+			--no-package-lock --loglevel=error && touch $@; \
+	else \
+		echo "node or npm not found: the tests against npm's MCP servers will be skipped"; \
+	fi
+
+npm-servers: $(NPM_STAMP)
+
+test: lint npm-servers
 	$(BIN)/pytest
 
 demo: $(STAMP)

@@ -1,14 +1,21 @@
 """The ``scriptbridge`` command line: ``run``, ``demo`` and ``doctor``.
 
-``scriptbridge run SCRIPT.py [--mcp "CMD ARGS"]... [--tools MODULE] [--workspace DIR]
-[--timeout S] [--json]`` runs one script in a fresh sandbox child. Each ``--mcp`` starts a tool
-server over stdio, named after its script's file name (``python docs_server.py`` is ``docs_server``;
-write ``NAME=CMD ARGS`` to choose); ``--tools`` imports a module (a dotted name or a ``.py``
-path) and offers its public functions as host tools (or the callables in its ``TOOLS`` list).
-Without ``--workspace`` a temporary one is used and removed afterwards. While a script runs
-longer than a second, a progress line on stderr says how long, and how many tool calls and
-fetches it made. Exit status: 0 when the script ran to its end, 1 when it didn't, 2 for a usage
-error.
+``scriptbridge run SCRIPT.py [--mcp "CMD ARGS"]... [--mcp-http NAME=URL]... [--tools MODULE]
+[--workspace DIR] [--timeout S] [--mcp-timeout S] [--allow HOST]... [--json]`` runs one script
+in a fresh sandbox child. Each ``--mcp`` starts a tool server over stdio, named after its
+script (``python docs_server.py`` is ``docs_server``, ``npx -y @scope/server-x`` is
+``server-x``; write ``NAME=CMD ARGS`` to choose), and each ``--mcp-http`` connects a streamable
+HTTP server; all of them start at once, and two with one name are a usage error saying so.
+``--mcp-timeout`` bounds each request to a server (60 s by default), and ``--allow`` adds a
+host or network the fetcher may reach beyond public addresses (repeatable; the servers
+themselves aren't subject to it). ``--tools`` imports a module (a dotted name, a ``.py`` path,
+or ``NAME`` for ``NAME.py`` in the current directory) and offers its public functions as host
+tools (or the callables in its ``TOOLS`` list). Without ``--workspace`` a temporary one is used
+and removed afterwards. While a script runs longer than a second, a progress line on stderr
+says how long, how many tool calls and fetches it made, and what a tool last said of its
+progress. Warnings (a server's dropped line, a restart) go to stderr, one line each; a
+server's own stderr goes to logging at ``INFO``, not shown. Exit status: 0 when the script ran
+to its end, 1 when it didn't, 2 for a usage error or a server that couldn't be started.
 
 ``scriptbridge demo`` runs the bundled end-to-end demo (:mod:`scriptbridge._demo`).
 ``scriptbridge doctor`` prints which isolation layers this machine can apply, and why not.
@@ -21,6 +28,8 @@ import importlib
 import importlib.util
 import inspect
 import json
+import logging
+import re
 import shlex
 import sys
 import tempfile
@@ -39,6 +48,7 @@ from ._exceptions import ToolServerError
 from ._limits import Limits
 from ._mcp import McpServer
 from ._results import ScriptResult
+from ._run_state import RunProgress
 from ._supervisor import Bridge
 from ._tools import python_tool
 from ._workspace import remove_tree
@@ -46,6 +56,8 @@ from ._workspace import remove_tree
 __all__ = ["main"]
 
 PROGRESS_AFTER_S = 1.0
+LAUNCHERS = frozenset({"node", "npx", "uvx", "uv", "python", "python3", "deno", "bun", "pipx"})
+NOT_NAME = re.compile(r"[^A-Za-z0-9_\-]+")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -63,7 +75,26 @@ def _parser() -> argparse.ArgumentParser:
         metavar='"CMD ARGS"',
         help="a tool server to start over stdio (repeatable); NAME=CMD ARGS names it",
     )
-    run.add_argument("--tools", metavar="MODULE", help="a module whose functions become tools")
+    run.add_argument(
+        "--mcp-http",
+        action="append",
+        default=[],
+        metavar="NAME=URL",
+        help="a streamable HTTP tool server to connect (repeatable)",
+    )
+    run.add_argument(
+        "--mcp-timeout", type=float, metavar="S", help="each server request's timeout (60 s)"
+    )
+    run.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="a host or network the fetcher may reach beyond public ones (repeatable)",
+    )
+    run.add_argument(
+        "--tools", metavar="MODULE", help="a module (or NAME.py here) whose functions become tools"
+    )
     run.add_argument("--workspace", type=Path, help="workspace directory (default: a temp one)")
     run.add_argument("--timeout", type=float, metavar="S", help="wall-time limit in seconds")
     run.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -99,24 +130,66 @@ def _doctor(out: TextIO) -> int:
     return 0
 
 
-def _server_spec(spec: str) -> McpServer:
+def _server_spec(spec: str, timeout_s: float) -> McpServer:
+    """An ``--mcp`` server: ``NAME=CMD ARGS``, or ``CMD ARGS`` named after its script."""
     name: str | None = None
     head, sep, rest = spec.partition("=")
-    if sep and head.isidentifier() and " " not in head:
+    if sep and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]*", head):
         name, spec = head, rest
     words = shlex.split(spec)
     if not words:
         raise ValueError(f"--mcp {spec!r} names no command")
-    if name is None:
-        scripts = [Path(word).stem for word in words[1:] if word.endswith(".py")]
-        name = scripts[0] if scripts else Path(words[0]).stem
-    return McpServer(words[0], words[1:], name=name.replace(".", "_"))
+    return McpServer(words[0], words[1:], name=name or _name_of(words), timeout_s=timeout_s)
+
+
+def _name_of(words: Sequence[str]) -> str:
+    """A server's name from its command: its script's or package's stem (``python
+    docs_server.py`` is ``docs_server``; ``npx -y @scope/server-x@1`` is ``server-x``), else
+    the command's own."""
+    scripts = [w for w in words[1:] if w.endswith((".py", ".js", ".mjs", ".ts"))]
+    if scripts:
+        stem = Path(scripts[0]).stem
+    elif Path(words[0]).name in LAUNCHERS and any(not w.startswith("-") for w in words[1:]):
+        package = next(w for w in words[1:] if not w.startswith("-"))
+        stem = package.rsplit("/", 1)[-1].split("@", 1)[0] or package
+    else:
+        stem = Path(words[0]).stem
+    return NOT_NAME.sub("_", stem).lstrip("-") or "server"
+
+
+def _http_spec(spec: str, timeout_s: float) -> McpServer:
+    name, sep, url = spec.partition("=")
+    if not sep or not name or not url:
+        raise ValueError(f"--mcp-http {spec!r} isn't NAME=URL")
+    return McpServer.http(url, name=name, timeout_s=timeout_s)
+
+
+def _servers(args: argparse.Namespace) -> list[McpServer]:
+    """Every server of the command line; raises ``ValueError`` naming any name clash."""
+    timeout_s = args.mcp_timeout if args.mcp_timeout else 60.0
+    servers = [_server_spec(spec, timeout_s) for spec in args.mcp]
+    servers += [_http_spec(spec, timeout_s) for spec in args.mcp_http]
+    given: dict[str, list[str]] = {}
+    for server, spec in zip(servers, [*args.mcp, *args.mcp_http], strict=True):
+        given.setdefault(server.name, []).append(spec)
+    clashes = {name: specs for name, specs in given.items() if len(specs) > 1}
+    if clashes:
+        said = "; ".join(
+            f"{name!r} for " + ", ".join(repr(spec) for spec in specs)
+            for name, specs in clashes.items()
+        )
+        raise ValueError(
+            f"two servers would have one name: {said}. "
+            'Write NAME=CMD ARGS (--mcp "docs=node server.js") to choose each one\'s name'
+        )
+    return servers
 
 
 def _tools_of(module_name: str) -> list[Callable[..., Any]]:
     module: ModuleType
-    if module_name.endswith(".py"):
-        path = Path(module_name).resolve()
+    here = Path(module_name + ".py")
+    if module_name.endswith(".py") or (module_name.isidentifier() and here.is_file()):
+        path = (Path(module_name) if module_name.endswith(".py") else here).resolve()
         spec = importlib.util.spec_from_file_location(path.stem, path)
         if spec is None or spec.loader is None:
             raise ImportError(f"can't import {module_name}")
@@ -139,15 +212,16 @@ def _tools_of(module_name: str) -> list[Callable[..., Any]]:
 async def _run(args: argparse.Namespace) -> int:
     source = args.script.read_text()
     limits = Limits(wall_s=args.timeout) if args.timeout else Limits()
+    servers = _servers(args)
+    _log_warnings(sys.stderr)
     scratch = Path(tempfile.mkdtemp(prefix="scriptbridge-"))
     try:
         workspace = args.workspace or scratch
-        async with Bridge(workspace, limits=limits) as bridge:
+        async with Bridge(workspace, limits=limits, fetch_allow=args.allow) as bridge:
             if args.tools:
                 for function in _tools_of(args.tools):
                     bridge.add_tool(python_tool(function))
-            for spec in args.mcp:
-                await bridge.add_server(_server_spec(spec))
+            await _add_servers(bridge, servers)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_progress, bridge, sys.stderr)
                 result = await bridge.run(source)
@@ -160,25 +234,64 @@ async def _run(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
+async def _add_servers(bridge: Bridge, servers: Sequence[McpServer]) -> None:
+    """Start every server at once; raises ``ToolServerError`` saying which couldn't start."""
+    failed: list[str] = []
+
+    async def add(server: McpServer) -> None:
+        try:
+            await bridge.add_server(server)
+        except (ToolServerError, ValueError) as exc:
+            failed.append(str(exc))
+
+    async with trio.open_nursery() as nursery:
+        for server in servers:
+            nursery.start_soon(add, server)
+    if failed:
+        raise ToolServerError("; ".join(failed))
+
+
+def _log_warnings(err: TextIO) -> None:
+    """Warnings from scriptbridge (and the SDK under it) on ``err``, one line each."""
+    handler = logging.StreamHandler(err)
+    handler.setFormatter(logging.Formatter("scriptbridge: %(message)s"))
+    handler.setLevel(logging.WARNING)
+    for name in ("scriptbridge", "mcp"):
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.propagate = False
+
+
 async def _progress(bridge: Bridge, err: TextIO) -> None:
     """Every second after the first, one line on stderr about the running script."""
     started = time.monotonic()
     await trio.sleep(PROGRESS_AFTER_S)
     try:
         while True:
-            progress = bridge.progress()
-            calls = sum(run.tool_calls for run in progress)
-            fetches = sum(run.fetches for run in progress)
-            fetching = " (fetching a payload)" if any(run.fetching for run in progress) else ""
-            err.write(
-                f"\rscriptbridge: running {time.monotonic() - started:.0f} s, "
-                f"{calls} tool call(s), {fetches} fetch(es){fetching}   "
-            )
+            err.write("\r" + progress_line(bridge.progress(), time.monotonic() - started))
             err.flush()
             await trio.sleep(1.0)
     finally:
         err.write("\r\x1b[K")
         err.flush()
+
+
+def progress_line(progress: Sequence[RunProgress], elapsed_s: float) -> str:
+    """The progress line for ``progress`` (pure): time, calls, fetches, a tool's progress."""
+    calls = sum(run.tool_calls for run in progress)
+    fetches = sum(run.fetches for run in progress)
+    fetching = " (fetching a payload)" if any(run.fetching for run in progress) else ""
+    tools = [tool for run in progress for tool in run.tool_progress]
+    said = ""
+    if tools:
+        tool = tools[0]
+        of = f"/{tool.total:g}" if tool.total is not None else ""
+        message = f" {tool.message}" if tool.message else ""
+        said = shown(f", {tool.tool} {tool.progress:g}{of}{message}"[:120])
+    return (
+        f"scriptbridge: running {elapsed_s:.0f} s, {calls} tool call(s), "
+        f"{fetches} fetch(es){fetching}{said}   "
+    )
 
 
 def shown(text: str, *, keep: str = "") -> str:

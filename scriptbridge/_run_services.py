@@ -14,10 +14,13 @@ Guarantees:
   ``ProtocolViolation``). A never payload is never linked or named; a saved payload is hard
   linked into the run's own ``refs/``. At most ``Limits.max_fetches`` fetches of a run cost a
   request, and a fetch that failed is answered again from the run's memory.
+- A tool call's progress (a server's ``notifications/progress``) shows in the run's
+  :class:`~scriptbridge._run_state.RunProgress` while the call is in flight.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -30,11 +33,11 @@ from sandbox.protocol import MAX_DATA_NODES, CallFailed, CallOk, FetchResult
 from . import lanes, markers
 from ._exceptions import ProtocolViolation
 from ._fetcher import ReferenceFetcher, Saved
-from ._mcp import ToolServerError
+from ._mcp import ToolServerError, progress_reporter
 from ._registry import ReferenceRecord, ReferenceRegistry
 from ._render import render_for_script
 from ._run_dirs import RunDir
-from ._run_state import RunState
+from ._run_state import RunState, ToolProgress
 from ._tool_table import Tool, ToolTable
 from ._tools import InvalidArguments
 
@@ -80,6 +83,7 @@ class RunServices:
         self._ingest = ingest
         self._root = workspace_root
         self._call_tool = call_tool or _call_here
+        self._call_keys = itertools.count()
 
     async def call(self, name: str, args: dict[str, Any]) -> tuple[bool, Any]:
         """Call one tool; returns (True, script view) or (False, one-line reason)."""
@@ -117,6 +121,13 @@ class RunServices:
         tool = self._tools.get(name)
         if tool is None:
             return False, f"no tool is named {name!r}"
+        key = next(self._call_keys)
+        shown = self._run.tool_progress
+
+        def report(progress: float, total: float | None, message: str | None) -> None:
+            shown[key] = ToolProgress(name, progress, total, message)
+
+        reporting = progress_reporter.set(report)
         try:
             result = await self._call_tool(tool, args)
         except (ToolServerError, InvalidArguments) as exc:  # their own lines say it all
@@ -124,6 +135,9 @@ class RunServices:
         except Exception as exc:
             log.info("run %s: tool %s raised %s", self._run.id, name, type(exc).__name__)
             return False, one_line(f"{type(exc).__name__}: {exc}")
+        finally:
+            progress_reporter.reset(reporting)
+            shown.pop(key, None)
         self._ingest(result, tool.server)  # marks land before anything is awaited
         return True, result
 

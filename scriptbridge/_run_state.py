@@ -11,7 +11,7 @@ from sandbox.protocol import Ending
 
 from ._limits import Limits
 
-__all__ = ["RunEnded", "RunProgress", "RunState"]
+__all__ = ["RunEnded", "RunProgress", "RunState", "ToolProgress"]
 
 
 class RunEnded(Exception):
@@ -49,6 +49,8 @@ class RunState:
     fetching: bool = False
     next_call_id: int = 1
     """The call id the child's next request must carry (1, 2, ... as the protocol says)."""
+    tool_progress: dict[int, ToolProgress] = field(default_factory=dict)
+    """The last progress each tool call in flight reported, by a key of the call."""
 
     def print(self, text: str) -> None:
         """Keep printed ``text``, within ``max_output_bytes``; past it the run ends
@@ -79,8 +81,23 @@ class RunState:
 
     def progress(self, now: float) -> RunProgress:
         return RunProgress(
-            self.id, now - self.started, self.tool_calls, self.fetches, self.fetching
+            self.id,
+            now - self.started,
+            self.tool_calls,
+            self.fetches,
+            self.fetching,
+            tuple(self.tool_progress.values()),
         )
+
+
+@dataclass(frozen=True)
+class ToolProgress:
+    """The last progress a tool call in flight reported (``notifications/progress``)."""
+
+    tool: str
+    progress: float
+    total: float | None
+    message: str | None
 
 
 @dataclass(frozen=True)
@@ -93,3 +110,5 @@ class RunProgress:
     fetches: int
     fetching: bool
     """A payload is being fetched for it right now."""
+    tool_progress: tuple[ToolProgress, ...] = ()
+    """What its tool calls in flight last said of their progress, if they said anything."""

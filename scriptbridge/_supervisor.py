@@ -185,16 +185,23 @@ class Bridge:
         self._sync(self._tools.add, [wrapped])
 
     async def add_server(self, server: McpServer) -> None:
-        """Start a tool server and offer its tools to scripts as ``<name>.<tool>``. Raises
-        :class:`~scriptbridge.ToolServerError` when it can't start, ``ValueError`` for a name
-        already taken."""
+        """Start a tool server and offer its tools to scripts as ``<name>.<tool>`` (runs that
+        start after it lists them again see the new list). Raises ``ToolServerError`` when it
+        can't start, ``ValueError`` for a name already taken."""
         await self._live().call(self._add_server, server)
 
     async def _add_server(self, server: McpServer) -> None:
         if self._nursery is None:
             raise ScriptBridgeError("open the Bridge (async with) before adding servers")
-        if not SERVER_NAME.fullmatch(server.name) or server.name in self._servers:
-            raise ValueError(f"not a usable server name: {server.name!r}")
+        if server.name in self._servers:
+            raise ValueError(
+                f"server name {server.name!r} is taken: give each server a name of its own"
+            )
+        if not SERVER_NAME.fullmatch(server.name):
+            raise ValueError(
+                f"not a usable server name: {server.name!r} (1-64 of A-Z a-z 0-9 _ -, "
+                "not starting with a digit or -)"
+            )
         await server.open(self._nursery)
         try:
             self._tools.add(McpTool(server, tool) for tool in server.tools)
@@ -202,6 +209,11 @@ class Bridge:
             await server.aclose()
             raise
         self._servers[server.name] = server
+        server.on_tools_changed(
+            lambda changed: self._tools.replace_server(
+                changed.name, [McpTool(changed, tool) for tool in changed.tools]
+            )
+        )
 
     @property
     def tool_names(self) -> list[str]:

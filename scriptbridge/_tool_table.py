@@ -4,11 +4,13 @@ A host tool (:class:`~scriptbridge.PythonTool`) and a tool of a connected MCP se
 (:class:`McpTool`) look the same to the run that calls them: a ``name`` as ``call_tool`` takes
 it, the ``server`` whose result it is (``None`` for the host's own), and ``call(arguments)``,
 which returns the MCP-shaped result or raises. :class:`ToolTable` holds them by name; a name
-is taken once, and a server's tools are added all together or not at all.
+is taken once, and a server's tools are added all together or not at all;
+:meth:`ToolTable.replace_server` swaps a server's tools for its new list.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
@@ -16,6 +18,8 @@ from ._mcp import McpServer
 from ._tool_spec import ToolSpec, listed_spec
 
 __all__ = ["McpTool", "Tool", "ToolTable"]
+
+log = logging.getLogger("scriptbridge.mcp")
 
 
 class Tool(Protocol):
@@ -72,6 +76,17 @@ class ToolTable:
             seen.add(tool.name)
         for tool in adding:
             self._tools[tool.name] = tool
+
+    def replace_server(self, server: str, tools: Iterable[Tool]) -> None:
+        """Offer ``tools`` in place of every tool of ``server`` (its new list); a name another
+        tool already holds is left out, and logged."""
+        for name in [name for name, tool in self._tools.items() if tool.server == server]:
+            del self._tools[name]
+        for tool in tools:
+            if tool.name in self._tools:
+                log.warning("server %r: left out its tool %r: the name is taken", server, tool.name)
+            else:
+                self._tools[tool.name] = tool
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)

@@ -100,3 +100,62 @@ def test_human_output_escapes_control_characters(tmp_path: pathlib.Path) -> None
     assert "\x1b" not in done.stdout and "\x07" not in done.stdout and "\r" not in done.stdout
     assert "a\\x1b[31mred\\x07\\r" in done.stdout
     assert "\\x1b[2Jgone" in done.stdout and "out/\\x1b]0;t\\x07.txt" in done.stdout
+
+
+HOSTILE = str(ROOT / "tests" / "servers" / "hostile_server.py")
+
+
+def test_two_servers_tools_by_name_and_server_stderr_kept_off_stdout(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Two --mcp servers named with NAME= start (concurrently), --mcp-timeout and --allow are
+    taken, --tools NAME finds NAME.py in the current directory, and a server's stderr never
+    reaches the CLI's output raw."""
+    (tmp_path / "mytools.py").write_text("def double(n: int) -> int:\n    return n * 2\n")
+    script = tmp_path / "s.py"
+    script.write_text(
+        "call_tool('a.stderr', {})\n"
+        "[tools.double(n=2)['data'], call_tool('b.echo', {'x': 1})['content'][0]['text']]\n"
+    )
+    done = cli(
+        "run",
+        str(script),
+        "--mcp",
+        f"a={sys.executable} {HOSTILE}",
+        "--mcp",
+        f"b={sys.executable} {HOSTILE}",
+        "--mcp-timeout",
+        "5",
+        "--allow",
+        "127.0.0.1",
+        "--tools",
+        "mytools",
+        "--json",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["value"] == [4, '{"x": 1}']
+    assert "a line on stderr" not in done.stdout
+    assert "\x1b" not in done.stderr
+
+
+def test_a_server_name_clash_says_which_and_how_to_choose(tmp_path: pathlib.Path) -> None:
+    """Two --mcp servers that would both be named after their command's script is a usage
+    error naming the clash and NAME=CMD as the way out; nothing is started."""
+    script = tmp_path / "s.py"
+    script.write_text("1\n")
+    spec = f"{sys.executable} {HOSTILE}"
+    done = cli("run", str(script), "--mcp", spec, "--mcp", spec)
+    assert done.returncode == 2
+    assert "'hostile_server'" in done.stderr and "NAME=CMD" in done.stderr, done.stderr
+
+
+def test_progress_line_shows_a_tools_progress() -> None:
+    """The progress line counts calls and fetches and shows a tool's reported progress."""
+    from scriptbridge._cli import progress_line
+    from scriptbridge._run_state import RunProgress, ToolProgress
+
+    running = RunProgress("r", 2.0, 3, 1, False, (ToolProgress("s.t\x1b", 2, 5, "step"),))
+    line = progress_line([running], 2.0)
+    assert "3 tool call(s), 1 fetch(es)" in line
+    assert "s.t\\x1b 2/5 step" in line
