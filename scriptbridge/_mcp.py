@@ -365,6 +365,8 @@ class McpServer:
         """
         self._starter = nursery
         self._closed = False
+        self._starting = anyio.Lock()  # made here, on the loop that serves the server
+        self._listing = anyio.Lock()
         await self._connected()
 
     async def aclose(self) -> None:

@@ -32,7 +32,9 @@ def hang_ids(record: pathlib.Path) -> list[object]:
     ]
 
 
-async def test_abandoned_calls_are_cancelled_at_the_server(tmp_path: pathlib.Path) -> None:
+async def test_abandoned_calls_are_cancelled_at_the_server(
+    tmp_path: pathlib.Path, nursery: trio.Nursery
+) -> None:
     """Wall time, the caller's cancellation, a batch ended by wall time and the bridge closing
     each send notifications/cancelled for the abandoned request's id."""
     record = tmp_path / "received.jsonl"
@@ -46,7 +48,7 @@ async def test_abandoned_calls_are_cancelled_at_the_server(tmp_path: pathlib.Pat
             await bridge.run("call_tool('h.hang', {})")
         batch = await bridge.run("call_tools([('h.hang', {}), ('h.hang', {'n': 2})])", limits=quick)
         assert batch.error is not None and batch.error.type == "WallTimeExceeded"
-        bridge._check_open().start_soon(bridge.run, "call_tool('h.hang', {'last': 1})")
+        nursery.start_soon(bridge.run, "call_tool('h.hang', {'last': 1})")
         with trio.fail_after(10):
             while len(hang_ids(record)) < 5:
                 await trio.sleep(0.01)
@@ -93,7 +95,9 @@ async def test_a_servers_progress_shows_for_its_run(tmp_path: pathlib.Path) -> N
         assert bridge.progress() == []
 
 
-async def test_a_bridge_exits_cleanly_whatever_a_server_did(tmp_path: pathlib.Path) -> None:
+async def test_a_bridge_exits_cleanly_whatever_a_server_did(
+    tmp_path: pathlib.Path, nursery: trio.Nursery
+) -> None:
     """Invalid UTF-8, a closed stdout and a crash cost their own calls at most; the runs end
     and ``async with Bridge`` exits without raising."""
     async with Bridge(tmp_path / "ws") as bridge:
@@ -109,4 +113,7 @@ async def test_a_bridge_exits_cleanly_whatever_a_server_did(tmp_path: pathlib.Pa
             "out\n"
         )
         assert result.ok and result.value == ["{}", True, True, '{"n": 1}'], result.error
-        bridge._check_open().start_soon(bridge.run, "call_tool('h.badutf8', {})")
+        nursery.start_soon(bridge.run, "call_tool('h.badutf8', {})")
+        with trio.fail_after(10):  # the bridge closes with that run under way
+            while not bridge.progress():
+                await trio.sleep(0.01)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import json
 import keyword
+import os
 import pathlib
 import shutil
 import sys
@@ -287,11 +288,24 @@ async def test_arguments_that_arent_names_are_one_dict(bridge: Bridge) -> None:
     assert result.value == [{"got": {"max-results": 2}}]
 
 
-@pytest.mark.skipif(shutil.which("mcp-server-everything") is None, reason="no server-everything")
+EVERYTHING_NODE = shutil.which("node")
+EVERYTHING_ENTRY = (
+    pathlib.Path(os.environ.get("SCRIPTBRIDGE_NPM_DIR", pathlib.Path(sys.prefix) / "npm"))
+    / "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+)
+
+
+@pytest.mark.skipif(
+    EVERYTHING_NODE is None or not EVERYTHING_ENTRY.exists(),
+    reason="server-everything needs node, and `make test` to install it into .venv/npm",
+)
 async def test_server_everything_stub_runs(bridge: Bridge) -> None:
-    """With server-everything installed, its stub parses and its calls that need no sampling
-    run as shown (the ones that ask the client for something are left out)."""
-    await bridge.add_server(McpServer("mcp-server-everything", ["stdio"], name="everything"))
+    """For each tool of server-everything (the npm reference server, nobody here wrote it),
+    the stub parses; its calls that need no sampling run as shown (the ones that ask the
+    client for something are left out)."""
+    assert EVERYTHING_NODE is not None
+    server = McpServer(EVERYTHING_NODE, [str(EVERYTHING_ENTRY), "stdio"], name="everything")
+    await bridge.add_server(server)
     source = bridge.tool_stubs()
     ast.parse(source)
     wanted = [n for n in bridge.tool_names if n.split(".")[1] in {"echo", "add", "get-sum"}]
