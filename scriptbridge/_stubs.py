@@ -127,7 +127,9 @@ top-level `return`) is its result. Besides builtins it has these globals, and no
 - write_text(path, text): write a text file under out/.
 - inputs: the run's inputs, a dict. print(...): what it prints is captured.
 - import: only {", ".join(ALLOWED_IMPORTS)}.
-- The async spelling works too: await tools.x(...), asyncio.gather(...) over calls.
+- The async spelling works too: await tools.x(...) or call_tool(...) or fetch(...);
+  import asyncio for asyncio.gather(...) over calls (one concurrent batch), asyncio.sleep(s)
+  and asyncio.run(main()); async def; a top-level return value.
 
 A call that fails raises ToolError, whose message says why (for wrong arguments, which ones
 and what was expected), so a result in hand has isError False. A result's content is a list
