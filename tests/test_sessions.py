@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 import trio
+from hostile_children import ChildEnd, HostileLauncher, PipeChild, ready_body
 from loopback_http import LoopbackServer, body
 
 from scriptbridge import Bridge, ScriptBridgeError, ScriptResult, SyncBridge, markers, python_tool
@@ -82,27 +83,37 @@ async def test_a_variable_function_class_and_import_reach_a_later_step(bridge: B
 
 
 async def test_a_tool_call_is_never_made_again(bridge: Bridge) -> None:
-    """A tool call of step 1 isn't made by later steps, not even one in a class body (whose
-    class is dropped); a function that calls the tool calls it only when called."""
+    """A tool call of step 1 isn't made by later steps: not one beside an import on its line,
+    nor one in a class body, a decorator or a default (those definitions are dropped when they
+    re-run, every effect refused); a function that calls the tool calls it only when called."""
     calls = counter(bridge)
     async with bridge.session() as session:
         ok(
             await session.run(
                 script("""
-                n = tools.count()["data"]["calls"]
+                import json; n = tools.count()["data"]["calls"]
                 def again():
                     return tools.count()["data"]["calls"]
                 class Eager:
                     seen = tools.count()["data"]["calls"]
+                def noisy(f):
+                    print("decorating")
+                    return f
+                @noisy
+                def decorated():
+                    return 1
+                def defaulted(x=tools.count()):
+                    return x
                 """)
             )
         )
-        assert len(calls) == 2
-        second = ok(await session.run("n\n"))
-        assert second.value == 1 and second.tool_calls == 0 and len(calls) == 2
-        assert second.dropped == ["Eager"]
+        assert len(calls) == 3
+        second = ok(await session.run("[n, json.dumps(n)]\n"))
+        assert second.value == [1, "1"] and second.tool_calls == 0 and len(calls) == 3
+        assert sorted(second.dropped) == ["Eager", "decorated", "defaulted"]
+        assert second.stdout == ""
         third = ok(await session.run("again()\n"))
-    assert third.value == 3 and third.tool_calls == 1 and len(calls) == 3
+    assert third.value == 4 and third.tool_calls == 1 and len(calls) == 4
 
 
 async def test_references_stay_fetchable_and_never_stays_never(
@@ -296,3 +307,79 @@ def test_a_sync_bridge_session(tmp_path: pathlib.Path) -> None:
         with pytest.raises(ScriptBridgeError):
             session.run("1\n")
     assert result.value == ["a", "b"]
+
+
+LEFT = script("""
+left = []
+for name, read in [("x", lambda: x), ("y", lambda: y)]:
+    try:
+        read()
+        left.append(name)
+    except NameError:
+        pass
+[left, [1, 2].count(2)]
+""")
+
+
+async def hostile_step(tmp_path: pathlib.Path, nursery: trio.Nursery, carry: Any) -> ScriptResult:
+    """A session's step whose child sends ``carry`` (a message body, or None) before done."""
+
+    async def act(end: ChildEnd) -> int:
+        await end.send(ready_body())
+        await end.receive()  # start
+        if carry is not None:
+            await end.send(carry)
+        await end.send({"op": "done", "value": 1})
+        await end.host_closed.wait()
+        return 0
+
+    launcher = HostileLauncher()
+    async with (
+        Bridge(tmp_path / "ws", launcher=launcher) as bridge,
+        bridge.session() as session,
+    ):
+        with trio.fail_after(20), launcher.hostile(lambda: PipeChild(nursery, act)):
+            result = await session.run("1\n")
+        after = ok(await session.run(LEFT))
+    assert after.value == [[], 1]  # nothing of the hostile step carried, the hooks intact
+    return result
+
+
+@pytest.mark.parametrize(
+    "carry",
+    [
+        None,  # done without a carry
+        {"op": "carry", "globals": {"_getattr_": 1}, "definitions": [], "dropped": []},
+        {"op": "carry", "globals": {"x": "a" * (2**20)}, "definitions": [], "dropped": []},
+        {"op": "carry", "globals": {}, "definitions": ["y = 1"] * 1001, "dropped": []},
+    ],
+    ids=["missing", "hook-name", "past-the-bound", "too-many"],
+)
+async def test_a_hostile_childs_carry_is_refused(
+    tmp_path: pathlib.Path, nursery: trio.Nursery, carry: Any
+) -> None:
+    """A step's child that sends no carry, a name a script can't bind, a carry past the bound,
+    or too many definitions ends its step with ProtocolViolation; the session carries none of
+    it and goes on."""
+    result = await hostile_step(tmp_path, nursery, carry)
+    assert result.error is not None and result.error.type == "ProtocolViolation", result.error
+
+
+async def test_a_carry_in_a_lone_run_is_a_violation(
+    tmp_path: pathlib.Path, nursery: trio.Nursery
+) -> None:
+    """A child of a run that isn't a session's step may not send a carry."""
+
+    async def act(end: ChildEnd) -> int:
+        await end.send(ready_body())
+        await end.receive()  # start
+        await end.send({"op": "carry", "globals": {}, "definitions": [], "dropped": []})
+        await end.send({"op": "done", "value": 1})
+        await end.host_closed.wait()
+        return 0
+
+    launcher = HostileLauncher()
+    async with Bridge(tmp_path / "ws", launcher=launcher) as bridge:
+        with trio.fail_after(20), launcher.hostile(lambda: PipeChild(nursery, act)):
+            result = await bridge.run("1\n")
+    assert result.error is not None and result.error.type == "ProtocolViolation", result.error
