@@ -12,6 +12,9 @@ Guarantees:
   ``Limits.max_tool_calls``; passing either ends the run with its own error type.
 - An answer too large for a frame is answered as a failure of the same shape; a batch whose
   failures don't fit either ends the run with ``ToolCallsExceeded``.
+- A ``carry`` is accepted only in a session's step (``start.carry`` set), once, within the
+  step's bound (:meth:`~scriptbridge._run_state.RunState.keep_carry`), and such a step must send
+  one before ``done``; anything else is a ``ProtocolViolation``.
 """
 
 from __future__ import annotations
