@@ -155,11 +155,7 @@ def _rerun(
 
 def carry_in(session: Session, carry: CarryIn, *, restricted: bool) -> Carried:
     """The step's globals with what carried in bound (module doc). Never raises for anything a
-    carried definition does.
-
-    Raises:
-        HostGone: the channel broke (it isn't used here; passed on as ``run`` does).
-    """
+    carried definition does: one that fails is left out and its names kept in ``failed``."""
     namespace = session.script_globals(audited=restricted)
     carried = Carried(namespace, dict(namespace), max_bytes=carry.max_bytes)
     _bind(namespace, carried.api, carry.globals)
