@@ -14,11 +14,13 @@ nested too deep, or too large for one frame) is sent as its ``repr`` cut to
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from ._blocking_channel import BlockingChannel
+from ._carry import carry_in, carry_out, send_carry
 from ._compile import compile_script, script_line
 from ._dialect import ScriptReturn
 from ._session import HostGone, LimitExceeded, Session
@@ -37,9 +39,16 @@ from .protocol import (
 __all__ = ["run", "serve"]
 
 
-def run(session: Session, source: str, *, restricted: bool) -> RunError | tuple[Any]:
-    """Compile ``source`` and run it in ``session``'s globals; return the error, or a 1-tuple
-    of the value of its last expression (``None`` without one).
+def run(
+    session: Session,
+    source: str,
+    *,
+    restricted: bool,
+    namespace: dict[str, Any] | None = None,
+) -> RunError | tuple[Any]:
+    """Compile ``source`` and run it in ``session``'s globals (or in ``namespace``, globals
+    the session made); return the error, or a 1-tuple of the value of its last expression
+    (``None`` without one).
 
     Raises:
         HostGone: the channel broke; nothing more can be reported.
@@ -48,7 +57,8 @@ def run(session: Session, source: str, *, restricted: bool) -> RunError | tuple[
     if isinstance(compiled, RunError):
         return compiled
     body, tail, session.awaiting = compiled
-    namespace = session.script_globals(audited=restricted)
+    if namespace is None:
+        namespace = session.script_globals(audited=restricted)
     try:
         exec(body, namespace)
         value = None if tail is None else eval(tail, namespace)
@@ -124,7 +134,7 @@ def serve(
     channel.limit = start.limits.max_message_bytes
     session = Session(channel, start)
     try:
-        outcome = run(session, start.source, restricted=restricted)
+        outcome = _run_step(channel, session, start, restricted=restricted)
     except HostGone:
         return 3
     session.finish(outcome)
@@ -132,3 +142,23 @@ def serve(
     if end is not None:
         end(status)  # ``outcome`` (the script's value) is still held here: nothing is freed
     return status
+
+
+def _run_step(
+    channel: BlockingChannel, session: Session, start: Start, *, restricted: bool
+) -> RunError | tuple[Any]:
+    """:func:`run` the script; for a session's step (``start.carry``), with what carried in
+    bound first and, when the script completed, what carries out sent (:mod:`sandbox._carry`).
+
+    Raises:
+        HostGone: the channel broke.
+    """
+    if start.carry is None:
+        return run(session, start.source, restricted=restricted)
+    carried = carry_in(session, start.carry, restricted=restricted)
+    outcome = run(session, start.source, restricted=restricted, namespace=carried.namespace)
+    if isinstance(outcome, tuple) and session.stopped is None and session.limit_error is None:
+        # failing, the host sees done without a carry, or nothing: the step carries nothing
+        with contextlib.suppress(OSError, ProtocolError, MemoryError):
+            send_carry(channel, carry_out(carried, start.source))
+    return outcome

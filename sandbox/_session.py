@@ -201,9 +201,16 @@ class Session:
         }
         return namespace
 
+    refusing: str | None = None
+    """While set (a session's carried definitions re-run, :mod:`sandbox._carry`), every call
+    that would reach the host or the files (tool calls, fetches, reads, writes, prints) raises
+    ``RuntimeError`` with this reason instead."""
+
     def _check(self) -> None:
         if self.stopped is not None:
             raise self.stopped
+        if self.refusing is not None:
+            raise RuntimeError(self.refusing)
 
     def _stop(self, exc: BaseException) -> NoReturn:
         if self.stopped is None:

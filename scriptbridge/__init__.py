@@ -36,6 +36,8 @@ from ._render import render_script_view as render_script_view
 from ._render import render_withheld_view as render_withheld_view
 from ._results import ScriptError as ScriptError
 from ._results import ScriptResult as ScriptResult
+from ._sessions import BridgeSession as BridgeSession
+from ._sessions import SyncBridgeSession as SyncBridgeSession
 from ._supervisor import Bridge as Bridge
 from ._sync import SyncBridge as SyncBridge
 from ._tool_spec import ToolSpec as ToolSpec
@@ -47,6 +49,7 @@ __all__ = [
     "SCRIPT_VIEW",
     "AddressRefused",
     "Bridge",
+    "BridgeSession",
     "Claims",
     "Classification",
     "Ending",
@@ -70,6 +73,7 @@ __all__ = [
     "ScriptRejected",
     "ScriptResult",
     "SyncBridge",
+    "SyncBridgeSession",
     "ToolServerError",
     "ToolSpec",
     "Unfetchable",

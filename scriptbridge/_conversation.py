@@ -12,6 +12,9 @@ Guarantees:
   ``Limits.max_tool_calls``; passing either ends the run with its own error type.
 - An answer too large for a frame is answered as a failure of the same shape; a batch whose
   failures don't fit either ends the run with ``ToolCallsExceeded``.
+- A ``carry`` is accepted only in a session's step (``start.carry`` set), once, within the
+  step's bound (:meth:`~scriptbridge._run_state.RunState.keep_carry`), and such a step must send
+  one before ``done``; anything else is a ``ProtocolViolation``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from sandbox.protocol import (
     CallOk,
     CallTool,
     CallTools,
+    Carry,
     Done,
     Ending,
     Fetch,
@@ -135,7 +139,11 @@ async def converse(
                 await _answer(channel, batch, call_id)
             case Fetch(call_id=call_id, ref_id=ref_id):
                 await _answer(channel, await services.fetch(call_id, ref_id), call_id)
+            case Carry() as carry:
+                run.keep_carry(carry)
             case Done(value=value):
+                if run.carry_in is not None and run.carry_out is None:
+                    raise ProtocolViolation("a session's step was done without its carry")
                 run.ended_cleanly = True
                 return value, None
             case RunError() as failed:
@@ -173,6 +181,7 @@ def start_message(run: RunState, source: str, inputs: dict[str, Any], tools: lis
             max_out_bytes=limits.max_out_bytes,
             max_out_files=limits.max_out_files,
         ),
+        carry=run.carry_in,
     )
 
 

@@ -118,6 +118,9 @@ class ScriptResult(BaseModel):
         isolation: the isolation layers that were in force, in the order applied.
         outputs: the files the script left in its ``out/``, relative to the workspace
             (``runs/<run-id>/out/report.md``); each run has an ``out/`` of its own.
+        dropped: for a step of a session (:meth:`Bridge.session`), the globals that could not
+            carry over to its next step (a generator, a lambda, a value past the bound...);
+            empty for a lone run and for a step that failed (which carries nothing new).
 
     A result always serializes to JSON (``model_dump_json``, ``model_dump(mode="json")``):
     every string is made well formed (a lone surrogate, from a file name that isn't UTF-8 say,
@@ -136,6 +139,7 @@ class ScriptResult(BaseModel):
     duration_s: float = 0.0
     isolation: list[str] = Field(default_factory=list)
     outputs: list[str] = Field(default_factory=list)
+    dropped: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _ok_without_error(self) -> Self:
@@ -199,7 +203,7 @@ class ScriptResult(BaseModel):
     def _well_formed(self, text: str) -> str:
         return well_formed(text)
 
-    @field_serializer("outputs", "isolation", when_used="json")
+    @field_serializer("outputs", "isolation", "dropped", when_used="json")
     def _well_formed_list(self, texts: list[str]) -> list[str]:
         return [well_formed(text) for text in texts]
 

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 
 import trio
 
-from sandbox.protocol import Ending
+from sandbox.protocol import Carry, CarryIn, Ending, carry_bytes
 
+from ._exceptions import ProtocolViolation
 from ._limits import Limits
 
 __all__ = ["RunEnded", "RunProgress", "RunState", "ToolProgress"]
@@ -51,6 +52,27 @@ class RunState:
     """The call id the child's next request must carry (1, 2, ... as the protocol says)."""
     tool_progress: dict[int, ToolProgress] = field(default_factory=dict)
     """The last progress each tool call in flight reported, by a key of the call."""
+    carry_in: CarryIn | None = None
+    """For a step of a session: what carries into it (``None``: a lone run)."""
+    carry_out: Carry | None = None
+    """For a step of a session: what its child said carries out of it."""
+
+    def keep_carry(self, carry: Carry) -> None:
+        """Keep a step's carry-out; ``ProtocolViolation`` when this run isn't a session's step,
+        has one already, or the carry is past the step's bound."""
+        if self.carry_in is None:
+            raise ProtocolViolation("the child sent a carry in a run that isn't a session's step")
+        if self.carry_out is not None:
+            raise ProtocolViolation("the child sent its carry twice")
+        try:
+            size = carry_bytes(carry.globals, carry.definitions)
+        except ValueError as exc:
+            raise ProtocolViolation(f"the child's carry: {exc}") from exc
+        if size > self.carry_in.max_bytes:
+            raise ProtocolViolation(
+                f"the child's carry is {size} bytes, past its {self.carry_in.max_bytes}"
+            )
+        self.carry_out = carry
 
     def print(self, text: str) -> None:
         """Keep printed ``text``, within ``max_output_bytes``; past it the run ends

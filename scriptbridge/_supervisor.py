@@ -62,6 +62,7 @@ from ._results import ScriptError, ScriptResult
 from ._run_dirs import RunDir, RunDirs
 from ._run_services import RunServices
 from ._run_state import RunProgress, RunState
+from ._sessions import BridgeSession, SessionState
 from ._stubs import render_stubs
 from ._tool_spec import ToolSpec
 from ._tool_table import McpTool, ToolTable
@@ -275,12 +276,22 @@ class Bridge:
         """
         return await self._live().call(self._run, source, inputs, limits, tools)
 
+    def session(
+        self, tools: Sequence[str] | None = None, limits: Limits | None = None
+    ) -> BridgeSession:
+        """A session (:mod:`scriptbridge._sessions`): an async context manager whose
+        ``run(source, *, inputs=None)`` runs each step in a fresh child, starting from the plain
+        globals and the definitions its earlier successful steps left. ``tools`` and ``limits``
+        are those of each step, as :meth:`run` takes them."""
+        return BridgeSession(self, tools, limits)
+
     async def _run(
         self,
         source: str,
         inputs: Mapping[str, Any] | None,
         limits: Limits | None,
         tools: Sequence[str] | None,
+        session: SessionState | None = None,
     ) -> ScriptResult:
         if self._nursery is None:
             raise ScriptBridgeError("open the Bridge (async with) before running scripts")
@@ -291,6 +302,8 @@ class Bridge:
         table = self._tools if tools is None else self._tools.only(tools)
         started = time.perf_counter()
         run = RunState(id=secrets.token_hex(8), limits=limits or self.limits)
+        if session is not None:
+            session.seed(run)
         run_dir = self._dirs.for_run(run.id)
         self._runs[run.id] = run
         child: Child | None = None
@@ -304,38 +317,40 @@ class Bridge:
                     error = spawned
                 else:
                     child = spawned
-                    value, error = await self._serve(run, run_dir, child, table, source, inputs)
+                    value, error = await _serve(self, run, run_dir, child, table, source, inputs)
         finally:
             with trio.CancelScope(shield=True):
                 status = await _finish(self.launcher, run, run_dir, child)
                 self._dirs.release(run_dir)
                 self._runs.pop(run.id, None)
                 run_dir.finish()
-        return _result(run, run_dir, value, error, status, time.perf_counter() - started)
+        result = _result(run, run_dir, value, error, status, time.perf_counter() - started)
+        return result if session is None else session.end(run, result)
 
-    async def _serve(
-        self,
-        run: RunState,
-        run_dir: RunDir,
-        child: Child,
-        table: ToolTable,
-        source: str,
-        inputs: Mapping[str, Any] | None,
-    ) -> tuple[Any, ScriptError | None]:
-        """Serve the run's child within its wall time; returns (value, error)."""
-        run_dir.make()  # there already, unless the launcher's child is a test's double
-        services = RunServices(
-            run,
-            run_dir,
-            table,
-            self.registry,
-            self.fetcher,
-            self._ingest,
-            self.workspace.root,
-            call_tool=self._live().call_tool,
-        )
-        start = start_message(run, source, dict(inputs or {}), table.names)
-        return await serve_child(run, child, start, services)
+
+async def _serve(
+    bridge: Bridge,
+    run: RunState,
+    run_dir: RunDir,
+    child: Child,
+    table: ToolTable,
+    source: str,
+    inputs: Mapping[str, Any] | None,
+) -> tuple[Any, ScriptError | None]:
+    """Serve the run's child within its wall time; returns (value, error)."""
+    run_dir.make()  # there already, unless the launcher's child is a test's double
+    services = RunServices(
+        run,
+        run_dir,
+        table,
+        bridge.registry,
+        bridge.fetcher,
+        bridge._ingest,
+        bridge.workspace.root,
+        call_tool=bridge._live().call_tool,
+    )
+    start = start_message(run, source, dict(inputs or {}), table.names)
+    return await serve_child(run, child, start, services)
 
 
 async def _spawn(launcher: Launcher, run: RunState, run_dir: RunDir) -> Child | ScriptError:

@@ -22,6 +22,7 @@ from ._mcp import McpServer
 from ._registry import ReferenceRecord
 from ._results import ScriptResult
 from ._run_state import RunProgress
+from ._sessions import SyncBridgeSession
 from ._supervisor import Bridge
 from ._tool_spec import ToolSpec
 from ._tools import PythonTool
@@ -93,6 +94,13 @@ class SyncBridge:
     ) -> ScriptResult:
         """:meth:`Bridge.run`, blocking; safe to call from many threads at once."""
         return self._live().call_blocking(self.bridge._run, source, inputs, limits, tools)
+
+    def session(
+        self, tools: Sequence[str] | None = None, limits: Limits | None = None
+    ) -> SyncBridgeSession:
+        """:meth:`Bridge.session` as a sync context manager: ``with bridge.session() as
+        session: session.run(source)``."""
+        return SyncBridgeSession(self, tools, limits)
 
     def tool_specs(self, tools: list[str] | None = None) -> list[ToolSpec]:
         """:meth:`Bridge.tool_specs`."""

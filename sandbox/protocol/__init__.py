@@ -29,7 +29,7 @@ Conversation (one run, one child, one script)::
 
     child                                   host
       | -- ready{pid, isolation, skipped} -->  |   after isolation, before the script is read
-      | <-- start{source, inputs, tools, limits}|
+      | <-- start{source, inputs, tools, limits, carry}
       | -- output{text} ----------------------> |   any number, streamed, capped
       | -- call_tool{call_id, name, args} ----> |
       | <-- tool_result{call_id, view}          |   or tool_error{call_id, message}
@@ -37,6 +37,8 @@ Conversation (one run, one child, one script)::
       | <-- tool_results{call_id, results}      |   one outcome per call, in order
       | -- fetch{call_id, ref_id} ------------> |
       | <-- fetch_result{call_id, saved_to | unfetchable}
+      | -- carry{globals, definitions, dropped} |   a session's step only (start.carry set),
+      |                                         |   once, before done; never before error
       | -- done{value, value_is_repr} --------> |   or error{type, message, line, phase}
       then the child exits.
 
@@ -52,12 +54,17 @@ from ._framing import FrameDecoder as FrameDecoder
 from ._framing import ProtocolError as ProtocolError
 from ._framing import encode_frame as encode_frame
 from ._framing import encode_parts as encode_parts
+from ._messages import CARRY_MAX_BYTES as CARRY_MAX_BYTES
+from ._messages import CARRY_MAX_DEFINITIONS as CARRY_MAX_DEFINITIONS
+from ._messages import CARRY_MAX_NAMES as CARRY_MAX_NAMES
 from ._messages import LAYER_NAMES as LAYER_NAMES
 from ._messages import PROTOCOL_VERSION as PROTOCOL_VERSION
 from ._messages import CallFailed as CallFailed
 from ._messages import CallOk as CallOk
 from ._messages import CallTool as CallTool
 from ._messages import CallTools as CallTools
+from ._messages import Carry as Carry
+from ._messages import CarryIn as CarryIn
 from ._messages import ChildMessage as ChildMessage
 from ._messages import Done as Done
 from ._messages import Fetch as Fetch
@@ -74,6 +81,7 @@ from ._messages import ToolCall as ToolCall
 from ._messages import ToolFailed as ToolFailed
 from ._messages import ToolResult as ToolResult
 from ._messages import ToolResults as ToolResults
+from ._messages import carry_bytes as carry_bytes
 from ._messages import parse_child_message as parse_child_message
 from ._messages import parse_host_message as parse_host_message
 from ._plain import LEAF_TYPES as LEAF_TYPES
@@ -89,6 +97,9 @@ from ._zygote_messages import encode_request as encode_request
 from ._zygote_messages import read_reply as read_reply
 
 __all__ = [
+    "CARRY_MAX_BYTES",
+    "CARRY_MAX_DEFINITIONS",
+    "CARRY_MAX_NAMES",
     "DEFAULT_FRAME_LIMIT",
     "LAYER_NAMES",
     "LEAF_TYPES",
@@ -100,6 +111,8 @@ __all__ = [
     "CallOk",
     "CallTool",
     "CallTools",
+    "Carry",
+    "CarryIn",
     "ChildExit",
     "ChildLimits",
     "ChildMessage",
@@ -124,6 +137,7 @@ __all__ = [
     "ToolResults",
     "ZygoteError",
     "ZygoteReply",
+    "carry_bytes",
     "check_plain",
     "encode_frame",
     "encode_parts",

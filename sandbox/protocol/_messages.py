@@ -8,21 +8,35 @@ fields are :data:`~sandbox.protocol.PlainData`.
 
 from __future__ import annotations
 
-from typing import Annotated, Final, Literal, TypeAlias
+from typing import Annotated, Any, Final, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+import msgpack
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
 
 from .._endings import LIMITS
 from ._framing import DEFAULT_FRAME_LIMIT, MAX_FRAME, ProtocolError, unpack_body
 from ._plain import PlainData
 
 __all__ = [
+    "CARRY_MAX_BYTES",
+    "CARRY_MAX_DEFINITIONS",
+    "CARRY_MAX_NAMES",
     "LAYER_NAMES",
     "PROTOCOL_VERSION",
     "CallFailed",
     "CallOk",
     "CallTool",
     "CallTools",
+    "Carry",
+    "CarryIn",
     "ChildMessage",
     "Done",
     "Fetch",
@@ -39,6 +53,7 @@ __all__ = [
     "ToolFailed",
     "ToolResult",
     "ToolResults",
+    "carry_bytes",
     "parse_child_message",
     "parse_host_message",
 ]
@@ -63,6 +78,18 @@ LAYER_NAMES: Final[tuple[Layer, ...]] = (
     "uid",
     "quota",
 )
+
+CARRY_MAX_BYTES: Final = 2**20
+"""The most a session step may carry to the next: the msgpack bytes of its plain globals (name
+and value) plus the UTF-8 bytes of its definitions' sources (:func:`carry_bytes`). A step's
+own bound is this, or a quarter of its frame limit when that is smaller (``CarryIn.max_bytes``).
+"""
+
+CARRY_MAX_DEFINITIONS: Final = 1000
+"""The most definitions (top-level ``def``, ``class``, ``import``) a session carries."""
+
+CARRY_MAX_NAMES: Final = 10_000
+"""The most globals a session carries, and the most names one step reports dropped."""
 
 _Name = Annotated[str, Field(min_length=1, max_length=512)]
 _CallId = Annotated[int, Field(ge=1, le=2**53)]
@@ -104,7 +131,73 @@ class RunLimits(_Message):
     max_out_files: Annotated[int, Field(ge=0, le=10**6)] = 1000
 
 
+def _script_name(name: str) -> str:
+    if not name.isidentifier() or name.startswith("_"):
+        raise ValueError(f"{name[:40]!r} is not a name a script can bind")
+    return name
+
+
+_ScriptName = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_script_name)]
+"""A global of a script: an identifier not starting with ``_`` (the hooks' names do)."""
+
+_Definitions = Annotated[
+    list[Annotated[str, Field(max_length=CARRY_MAX_BYTES)]],
+    Field(max_length=CARRY_MAX_DEFINITIONS),
+]
+_Globals = Annotated[dict[_ScriptName, PlainData], Field(max_length=CARRY_MAX_NAMES)]
+
+
+def _packed_size(value: Any) -> int:
+    try:
+        return len(msgpack.packb(value, use_bin_type=True))
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ValueError(f"cannot pack a carried value: {exc}") from exc
+
+
+def carry_bytes(globals: dict[str, Any], definitions: list[str]) -> int:
+    """What ``globals`` (plain data) and ``definitions`` cost against a carry's bound: the
+    msgpack bytes of each name and value plus the UTF-8 bytes of each definition (lone
+    surrogates counted as the three bytes they are sent as). Raises ``ValueError`` for a
+    value msgpack can't pack."""
+    size = sum(_packed_size(name) + _packed_size(value) for name, value in globals.items())
+    return size + sum(len(text.encode("utf-8", "surrogatepass")) for text in definitions)
+
+
+class CarryIn(_Message):
+    """In ``start`` of a session's step: what its earlier successful steps left.
+
+    Attributes:
+        globals: plain values to bind as globals before the script runs.
+        definitions: sources of top-level ``def``, ``class`` and ``import`` statements, re-run
+            in order (every effect refused) before the script, between two bindings of
+            ``globals`` (so a definition may read a carried value, and a value bound later
+            than a stale definition of its name wins).
+        max_bytes: the bound of what this step may carry out (:func:`carry_bytes`).
+    """
+
+    globals: _Globals = Field(default_factory=dict)
+    definitions: _Definitions = Field(default_factory=list)
+    max_bytes: Annotated[int, Field(ge=0, le=CARRY_MAX_BYTES)] = CARRY_MAX_BYTES
+
+
 # child -> host
+
+
+class Carry(_Message):
+    """Child -> host, in a session's step only, at most once, right before ``done``: what
+    carries to the session's next step (a step that fails sends none).
+
+    ``globals`` and ``definitions`` are as in :class:`CarryIn`, within its ``max_bytes``;
+    ``dropped`` names the globals that could not carry (not plain data, past the bound, a
+    definition that failed to re-run), at most :data:`CARRY_MAX_NAMES` of them.
+    """
+
+    op: Literal["carry"] = "carry"
+    globals: _Globals = Field(default_factory=dict)
+    definitions: _Definitions = Field(default_factory=list)
+    dropped: Annotated[list[_ScriptName], Field(max_length=CARRY_MAX_NAMES)] = Field(
+        default_factory=list
+    )
 
 
 class Ready(_Message):
@@ -211,6 +304,8 @@ class Start(_Message):
     """Host -> child, once, in answer to ``ready``: the script and what it may use.
 
     ``tools`` lists the tool names the script may call (``tools.<name>`` is derived from it).
+    ``carry`` is set for a step of a session (what its earlier steps left, possibly nothing)
+    and ``None`` for a lone run; only a step answers with a :class:`Carry`.
     """
 
     op: Literal["start"] = "start"
@@ -218,6 +313,7 @@ class Start(_Message):
     inputs: dict[str, PlainData] = Field(default_factory=dict)
     tools: list[_Name] = Field(default_factory=list)
     limits: RunLimits = Field(default_factory=RunLimits)
+    carry: CarryIn | None = None
 
 
 class ToolResult(_Message):
@@ -277,7 +373,8 @@ class FetchResult(_Message):
 
 
 ChildMessage: TypeAlias = Annotated[
-    Ready | CallTool | CallTools | Fetch | Output | Done | RunError, Field(discriminator="op")
+    Ready | CallTool | CallTools | Fetch | Output | Carry | Done | RunError,
+    Field(discriminator="op"),
 ]
 HostMessage: TypeAlias = Annotated[
     Start | ToolResult | ToolFailed | ToolResults | FetchResult, Field(discriminator="op")
