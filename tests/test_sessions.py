@@ -383,3 +383,19 @@ async def test_a_carry_in_a_lone_run_is_a_violation(
         with trio.fail_after(20), launcher.hostile(lambda: PipeChild(nursery, act)):
             result = await bridge.run("1\n")
     assert result.error is not None and result.error.type == "ProtocolViolation", result.error
+
+
+async def test_an_async_def_of_the_dialect_carries_over(bridge: Bridge) -> None:
+    """An async def a dialect step made is called by later steps, awaited or not, and inside
+    asyncio.gather beside a tool call."""
+    bridge.add_tool(python_tool(lambda n: n + 1, name="inc"))
+    async with bridge.session() as session:
+        first = await session.run(
+            "import asyncio\nasync def twice(n):\n    a = await tools.inc(n=n)\n"
+            "    return a['data'] * 2\nbase = await twice(1)\nreturn base\n"
+        )
+        plain = await session.run("twice(base)\n")
+        gathered = await session.run(
+            "rs = await asyncio.gather(twice(1), tools.inc(n=5))\nreturn [rs[0], rs[1]['data']]\n"
+        )
+    assert (first.value, plain.value, gathered.value) == (4, 10, [4, 6]), (first, plain, gathered)
