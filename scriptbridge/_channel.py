@@ -18,7 +18,8 @@ import contextlib
 import errno
 import os
 from collections import deque
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 import trio
 
@@ -110,8 +111,9 @@ class ChildChannel:
             except OSError as exc:
                 raise ProtocolViolation(f"the child's pipe failed: {exc}") from exc
 
-    async def send(self, message: HostMessage) -> None:
-        """Send one message to the child.
+    async def send(self, message: HostMessage | Mapping[str, Any]) -> None:
+        """Send one message to the child: a message model, or the body of one the host built
+        itself (:func:`~scriptbridge._conversation.tool_reply`).
 
         Raises:
             ProtocolError: the message can't be framed within the limit (nothing was sent).

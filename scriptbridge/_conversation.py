@@ -42,7 +42,6 @@ from sandbox.protocol import (
     RunLimits,
     Start,
     ToolFailed,
-    ToolResult,
     ToolResults,
 )
 
@@ -135,7 +134,7 @@ async def converse(
             case CallTools(call_id=call_id, calls=calls):
                 run.count_calls(len(calls))
                 outcomes = await services.call_batch([(c.name, c.args) for c in calls])
-                batch = ToolResults.model_construct(call_id=call_id, results=outcomes)
+                batch = {"op": "tool_results", "call_id": call_id, "results": outcomes}
                 await _answer(channel, batch, call_id)
             case Fetch(call_id=call_id, ref_id=ref_id):
                 await _answer(channel, await services.fetch(call_id, ref_id), call_id)
@@ -155,15 +154,17 @@ async def converse(
                 raise ProtocolViolation(f"unexpected message {_op(message)}")
 
 
-def tool_reply(call_id: int, ok: bool, answer: Any) -> ToolResult | ToolFailed:
+def tool_reply(call_id: int, ok: bool, answer: Any) -> dict[str, Any] | ToolFailed:
     """The answer to one tool call: its script view, or the failure's reason.
 
     A view is the renderer's (:func:`~scriptbridge._render.render_for_script`): plain data
-    within the protocol's bounds by construction, so the message is built without validating
-    it again (what comes from the child is validated, not what the host made).
+    within the protocol's bounds by construction, so its message is the body itself, packed
+    with nothing validated or copied (what comes from the child is validated, not what the
+    host made); ``tests/sandbox/test_sandbox_protocol.py`` checks these bodies parse as the
+    messages they stand for.
     """
     if ok:
-        return ToolResult.model_construct(call_id=call_id, view=answer)
+        return {"op": "tool_result", "call_id": call_id, "view": answer}
     return ToolFailed(call_id=call_id, message=answer)
 
 
@@ -215,9 +216,9 @@ async def _answer(channel: ChildChannel, reply: Any, call_id: int) -> None:
             reason = f"its answer is larger than this run's {channel.limit}-byte message limit"
             if isinstance(reply, FetchResult):
                 await channel.send(FetchResult(call_id=call_id, unfetchable=reason))
-            elif isinstance(reply, ToolResults):
+            elif isinstance(reply, dict) and reply.get("op") == "tool_results":
                 failed: list[CallOk | CallFailed] = [
-                    CallFailed(message=reason) for _ in reply.results
+                    CallFailed(message=reason) for _ in reply["results"]
                 ]
                 await channel.send(ToolResults(call_id=call_id, results=failed))
             else:

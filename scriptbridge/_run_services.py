@@ -28,7 +28,7 @@ from typing import Any, Final
 
 import trio
 
-from sandbox.protocol import MAX_DATA_NODES, CallFailed, CallOk, FetchResult
+from sandbox.protocol import MAX_DATA_NODES, FetchResult
 
 from . import lanes, markers
 from ._exceptions import ProtocolViolation
@@ -89,9 +89,7 @@ class RunServices:
         """Call one tool; returns (True, script view) or (False, one-line reason)."""
         return self._answer(name, *await self._invoke(name, args))
 
-    async def call_batch(
-        self, calls: Sequence[tuple[str, dict[str, Any]]]
-    ) -> list[CallOk | CallFailed]:
+    async def call_batch(self, calls: Sequence[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
         """Run a batch's calls concurrently (at most ``max_parallel_calls`` at once); the
         answers are in the order of the calls."""
         invoked: list[tuple[bool, Any] | None] = [None] * len(calls)
@@ -104,14 +102,14 @@ class RunServices:
         async with trio.open_nursery() as nursery:
             for index, (name, args) in enumerate(calls):
                 nursery.start_soon(one, index, name, args)
-        outcomes: list[CallOk | CallFailed] = []
+        outcomes: list[dict[str, Any]] = []
         for (name, _args), done in zip(calls, invoked, strict=True):
             if done is None:  # pragma: no cover - every task of the nursery finished
                 continue
             ok, answer = self._answer(name, *done)
-            # a view is plain data by construction (see tool_reply): not validated again
+            # the bodies of CallOk / CallFailed (see tool_reply): built here, not validated
             outcomes.append(
-                CallOk.model_construct(view=answer) if ok else CallFailed(message=answer)
+                {"kind": "ok", "view": answer} if ok else {"kind": "error", "message": answer}
             )
         return outcomes
 

@@ -91,3 +91,30 @@ async def test_stream_ending_inside_a_frame() -> None:
         await channel.receive()
     await channel.aclose()
     os.close(child_r)
+
+
+def test_the_hosts_own_bodies_parse_as_the_messages_they_stand_for() -> None:
+    """The replies the host builds as bodies (a view's tool_result, a batch's tool_results)
+    are packed as they are and parse, on the child's side, as the validated messages."""
+    from sandbox.protocol import (
+        CallFailed,
+        CallOk,
+        ToolResult,
+        ToolResults,
+        encode_frame,
+        parse_host_message,
+    )
+    from scriptbridge._conversation import tool_reply
+
+    view = {"content": [{"type": "text", "text": "t"}], "data": {"b": b"\x00"}, "isError": False}
+    assert parse_host_message(encode_frame(tool_reply(3, True, view))[4:]) == ToolResult(
+        call_id=3, view=view
+    )
+    batch = {
+        "op": "tool_results",
+        "call_id": 4,
+        "results": [{"kind": "ok", "view": view}, {"kind": "error", "message": "no"}],
+    }
+    assert parse_host_message(encode_frame(batch)[4:]) == ToolResults(
+        call_id=4, results=[CallOk(view=view), CallFailed(message="no")]
+    )

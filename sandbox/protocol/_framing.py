@@ -11,6 +11,7 @@ one exception, :class:`ProtocolError`. Reading and writing the frames is the cal
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from typing import Any, Final
 
 import msgpack
@@ -53,7 +54,9 @@ def _limit(limit: int) -> int:
     return limit
 
 
-def encode_frame(message: BaseModel, *, limit: int = DEFAULT_FRAME_LIMIT) -> bytes:
+def encode_frame(
+    message: BaseModel | Mapping[str, Any], *, limit: int = DEFAULT_FRAME_LIMIT
+) -> bytes:
     """Return ``message`` framed: a 4-byte big-endian length and its msgpack body.
 
     Raises:
@@ -64,10 +67,13 @@ def encode_frame(message: BaseModel, *, limit: int = DEFAULT_FRAME_LIMIT) -> byt
 
 
 def encode_parts(
-    message: BaseModel, *, limit: int = DEFAULT_FRAME_LIMIT
+    message: BaseModel | Mapping[str, Any], *, limit: int = DEFAULT_FRAME_LIMIT
 ) -> tuple[bytes, memoryview]:
     """Return ``message`` framed as two parts, the 4-byte prefix and the body, to be written
     one after the other (``os.writev``): a large body is then never copied behind its prefix.
+
+    ``message`` is a message model, or a message's body as a mapping made by trusted code
+    (the host's own replies: packed as they are, with nothing validated or copied first).
 
     The body is a read-only view of the buffer it was packed into, which belongs to no one
     else: a large body is not copied out of it into a ``bytes`` either.
@@ -77,7 +83,7 @@ def encode_parts(
     """
     packer = msgpack.Packer(use_bin_type=True, autoreset=False, buf_size=_PACK_BUFFER)
     try:
-        packer.pack(_fields(message))
+        packer.pack(_fields(message) if isinstance(message, BaseModel) else message)
         body = packer.getbuffer().toreadonly()
     except (TypeError, ValueError, OverflowError) as exc:
         raise ProtocolError(f"cannot pack a {type(message).__name__} message: {exc}") from exc
