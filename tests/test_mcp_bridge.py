@@ -113,7 +113,11 @@ async def test_a_bridge_exits_cleanly_whatever_a_server_did(
             "out\n"
         )
         assert result.ok and result.value == ["{}", True, True, '{"n": 1}'], result.error
-        nursery.start_soon(bridge.run, "call_tool('h.badutf8', {})")
-        with trio.fail_after(10):  # the bridge closes with that run under way
-            while not bridge.progress():
-                await trio.sleep(0.01)
+        started = trio.Event()
+
+        async def one_more() -> None:
+            started.set()  # it runs on into bridge.run up to its first checkpoint
+            await bridge.run("call_tool('h.badutf8', {})")
+
+        nursery.start_soon(one_more)
+        await started.wait()  # the bridge closes with that run under way (or just done)
