@@ -11,14 +11,12 @@ Prints each step's median and the whole against the peer.
 
 from __future__ import annotations
 
-import statistics
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import msgpack
+from render import median_time  # benchmarks/render.py
 
 from sandbox.protocol import encode_parts
 from scriptbridge import Limits, ReferenceFetcher, ReferenceRegistry, Workspace
@@ -29,6 +27,7 @@ from scriptbridge._run_state import RunState
 from scriptbridge._tool_table import ToolTable
 
 ROWS = 6450
+REPEAT = 15
 
 
 def make_result(rows: int = ROWS) -> dict[str, Any]:
@@ -43,15 +42,6 @@ def make_result(rows: int = ROWS) -> dict[str, Any]:
         ]
     }
     return {"content": content, "structuredContent": data}
-
-
-def median_time(fn: Callable[[], object], repeat: int = 15) -> float:
-    samples = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 def main() -> None:
@@ -76,12 +66,14 @@ def main() -> None:
         assert ok, view
         message = tool_reply(1, ok, view)
         steps = {
-            "ingest": median_time(lambda: registry.ingest(result, server=None)),
-            "view (render, ids, size)": median_time(lambda: services._answer("t", True, result)),
-            "message": median_time(lambda: tool_reply(1, ok, view)),
-            "frame": median_time(lambda: encode_parts(message, limit=64 * 2**20)),
+            "ingest": median_time(lambda: registry.ingest(result, server=None), REPEAT),
+            "view (render, ids, size)": median_time(
+                lambda: services._answer("t", True, result), REPEAT
+            ),
+            "message": median_time(lambda: tool_reply(1, ok, view), REPEAT),
+            "frame": median_time(lambda: encode_parts(message, limit=64 * 2**20), REPEAT),
         }
-        packb = median_time(lambda: msgpack.packb(view))
+        packb = median_time(lambda: msgpack.packb(view), REPEAT)
     total = sum(steps.values())
     for name, seconds in steps.items():
         print(f"{name:>26}: {seconds * 1e3:7.1f} ms")
