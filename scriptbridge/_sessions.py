@@ -131,6 +131,13 @@ class BridgeSession:
         would, and later ``run`` calls raise ``ScriptBridgeError``."""
         self._close()
 
+    @property
+    def variables(self) -> dict[str, Any]:
+        """The plain-data globals the session carries into its next step (a copy; empty
+        when it isn't open)."""
+        state = self._state
+        return {} if state is None else self._bridge._sync(lambda: dict(state.globals))
+
     async def run(self, source: str, *, inputs: Mapping[str, Any] | None = None) -> ScriptResult:
         """Run one step in a fresh child, starting from what earlier successful steps left.
 
@@ -169,6 +176,11 @@ class SyncBridgeSession:
     def __exit__(self, *exc_info: object) -> None:
         """Close the session, as :meth:`BridgeSession.__aexit__` does."""
         self._session._close()
+
+    @property
+    def variables(self) -> dict[str, Any]:
+        """:attr:`BridgeSession.variables`."""
+        return self._session.variables
 
     def run(self, source: str, *, inputs: Mapping[str, Any] | None = None) -> ScriptResult:
         """:meth:`BridgeSession.run`, blocking."""
