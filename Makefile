@@ -12,7 +12,7 @@ NPM_STAMP := $(NPM_DIR)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,smolagents]'
 	touch $(STAMP)
 
 lint: $(STAMP)

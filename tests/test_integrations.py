@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pathlib
+from typing import Any
+
+import pytest
 
 from scriptbridge import SyncBridge, python_tool
 from scriptbridge.integrations.langgraph import eval_fn
@@ -29,3 +32,47 @@ def test_langgraph_eval_fn_keeps_state_across_steps(tmp_path: pathlib.Path) -> N
     assert "ZeroDivisionError" in out2 and new2 == {}
     assert (out3, new3) == ("7\n", {"total": 7})
     assert len(calls) == 2  # step 3's two calls; none made again
+
+
+def test_a_smolagents_code_agent_runs_its_steps_in_the_bridge(tmp_path: pathlib.Path) -> None:
+    """A real smolagents CodeAgent, its model a scripted one (the one fake: no LLM runs
+    here), takes three steps through BridgeExecutor: state from step 1 is used in step 3, a
+    tool is called through the bridge, and final_answer ends the run with the right answer."""
+    smolagents = pytest.importorskip("smolagents", reason="the smolagents extra isn't installed")
+    from scriptbridge.integrations.smolagents import BridgeExecutor
+
+    class Price(smolagents.Tool):  # type: ignore[misc]
+        name = "price"
+        description = "The price of an item, in euros."
+        inputs = {"item": {"type": "string", "description": "what to price"}}  # noqa: RUF012
+        output_type = "integer"
+
+        def forward(self, item: str) -> int:
+            priced.append(item)
+            return {"apple": 3, "pear": 4}.get(item, 0)
+
+    priced: list[str] = []
+    actions = [
+        "basket = ['apple', 'pear']\nprint(len(basket), 'items')",
+        "prices = [price(item=i) for i in basket]\nprint(prices)",
+        "final_answer(sum(prices) * 2)",
+    ]
+
+    class Scripted(smolagents.Model):  # type: ignore[misc]
+        def generate(self, messages: Any, **kwargs: Any) -> Any:
+            code = actions[min(len(seen), len(actions) - 1)]
+            seen.append(code)
+            return smolagents.ChatMessage(
+                role="assistant", content=f"Thought: next.\n<code>\n{code}\n</code>"
+            )
+
+    seen: list[str] = []
+    with SyncBridge(tmp_path / "ws") as bridge:
+        agent = smolagents.CodeAgent(
+            tools=[Price()], model=Scripted(), executor=BridgeExecutor(bridge), max_steps=5
+        )
+        answer = agent.run("What do an apple and a pear cost, twice over?")
+    assert answer == 14
+    assert isinstance(agent.python_executor, BridgeExecutor)  # no code ran in smolagents' own
+    assert priced == ["apple", "pear"]
+    assert len(seen) == 3
