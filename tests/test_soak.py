@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import pytest
 import trio
 from hostile_children import descendants, open_fds, rss_kib
 
@@ -126,9 +127,15 @@ async def soak(bridge: Bridge, count: int, start: int = 0) -> Tally:
     return tally
 
 
-async def test_a_thousand_scripts_through_one_bridge(tmp_path: pathlib.Path) -> None:
+async def test_a_thousand_scripts_through_one_bridge(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A thousand scripts of every ending, sixteen at a time, each end as they should, and leave
     no process, fd, temporary file or run directory, with flat supervisor memory."""
+    private_tmp = tmp_path / "tmp"  # this test's own temp dir: other processes' files aren't in it
+    private_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(private_tmp))
+    monkeypatch.setattr(tempfile, "tempdir", str(private_tmp))
     scratch = set(os.listdir(tempfile.gettempdir()))
     processes = descendants(os.getpid())
     fds = open_fds()
