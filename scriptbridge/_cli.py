@@ -29,12 +29,14 @@ import importlib.util
 import inspect
 import json
 import logging
+import os
 import re
 import shlex
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TextIO
@@ -49,6 +51,7 @@ from ._limits import Limits
 from ._mcp import McpServer
 from ._results import ScriptResult
 from ._run_state import RunProgress
+from ._serve import RunPythonServer
 from ._supervisor import Bridge
 from ._tools import python_tool
 from ._workspace import remove_tree
@@ -68,39 +71,68 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run one script")
     run.add_argument("script", type=Path, help="the script to run")
-    run.add_argument(
+    _bridge_arguments(run)
+    run.add_argument("--json", action="store_true", help="print the result as JSON")
+    serve = commands.add_parser("serve", help="an MCP server offering run_python (stdio)")
+    _bridge_arguments(serve)
+    serve.add_argument(
+        "--max-concurrent",
+        type=int,
+        default=(os.cpu_count() or 1) * 2,
+        metavar="N",
+        help="runs at once (default: CPU count x 2)",
+    )
+    serve.add_argument(
+        "--max-queued", type=int, default=64, metavar="N", help="calls waiting for a run (64)"
+    )
+    serve.add_argument(
+        "--session-idle",
+        type=float,
+        default=600.0,
+        metavar="S",
+        help="close a session_id unused this long (600 s)",
+    )
+    serve.add_argument(
+        "--print-config",
+        choices=["claude", "cursor"],
+        help="print the JSON a desktop client needs to start this server, and exit",
+    )
+    commands.add_parser("demo", help="run the bundled end-to-end demo")
+    commands.add_parser("doctor", help="which isolation layers this machine can apply")
+    return parser
+
+
+def _bridge_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that set up a bridge: servers, host tools, workspace, limits, fetches."""
+    parser.add_argument(
         "--mcp",
         action="append",
         default=[],
         metavar='"CMD ARGS"',
         help="a tool server to start over stdio (repeatable); NAME=CMD ARGS names it",
     )
-    run.add_argument(
+    parser.add_argument(
         "--mcp-http",
         action="append",
         default=[],
         metavar="NAME=URL",
         help="a streamable HTTP tool server to connect (repeatable)",
     )
-    run.add_argument(
+    parser.add_argument(
         "--mcp-timeout", type=float, metavar="S", help="each server request's timeout (60 s)"
     )
-    run.add_argument(
+    parser.add_argument(
         "--allow",
         action="append",
         default=[],
         metavar="HOST",
         help="a host or network the fetcher may reach beyond public ones (repeatable)",
     )
-    run.add_argument(
+    parser.add_argument(
         "--tools", metavar="MODULE", help="a module (or NAME.py here) whose functions become tools"
     )
-    run.add_argument("--workspace", type=Path, help="workspace directory (default: a temp one)")
-    run.add_argument("--timeout", type=float, metavar="S", help="wall-time limit in seconds")
-    run.add_argument("--json", action="store_true", help="print the result as JSON")
-    commands.add_parser("demo", help="run the bundled end-to-end demo")
-    commands.add_parser("doctor", help="which isolation layers this machine can apply")
-    return parser
+    parser.add_argument("--workspace", type=Path, help="workspace directory (default: a temp one)")
+    parser.add_argument("--timeout", type=float, metavar="S", help="wall-time limit in seconds")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -111,6 +143,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _doctor(sys.stdout)
         if args.command == "demo":
             return trio.run(run_demo)
+        if args.command == "serve":
+            if args.print_config:
+                return _print_config(args.print_config, argv, sys.stdout)
+            return trio.run(_serve, args)
         return trio.run(_run, args)
     except (ValueError, OSError, ToolServerError, ImportError) as exc:
         print(f"scriptbridge {args.command}: {exc}", file=sys.stderr)
@@ -209,8 +245,10 @@ def _tools_of(module_name: str) -> list[Callable[..., Any]]:
     ]
 
 
-async def _run(args: argparse.Namespace) -> int:
-    source = args.script.read_text()
+@asynccontextmanager
+async def _open_bridge(args: argparse.Namespace) -> AsyncIterator[Bridge]:
+    """The bridge the command line describes, open, with its host tools and its servers
+    started; a temporary workspace (without ``--workspace``) is removed when it closes."""
     limits = Limits(wall_s=args.timeout) if args.timeout else Limits()
     servers = _servers(args)
     _log_warnings(sys.stderr)
@@ -222,16 +260,52 @@ async def _run(args: argparse.Namespace) -> int:
                 for function in _tools_of(args.tools):
                     bridge.add_tool(python_tool(function))
             await _add_servers(bridge, servers)
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(_progress, bridge, sys.stderr)
-                result = await bridge.run(source)
-                nursery.cancel_scope.cancel()
-        _report(result, as_json=args.json, out=sys.stdout)
-        if result.outputs and args.workspace is None:
-            print("(its out/ went with the temporary workspace: pass --workspace to keep it)")
+            yield bridge
     finally:
         remove_tree(scratch)  # iterative: a script's out/ may be a thousand directories deep
+
+
+async def _run(args: argparse.Namespace) -> int:
+    source = args.script.read_text()
+    async with _open_bridge(args) as bridge, trio.open_nursery() as nursery:
+        nursery.start_soon(_progress, bridge, sys.stderr)
+        result = await bridge.run(source)
+        nursery.cancel_scope.cancel()
+    _report(result, as_json=args.json, out=sys.stdout)
+    if result.outputs and args.workspace is None:
+        print("(its out/ went with the temporary workspace: pass --workspace to keep it)")
     return 0 if result.ok else 1
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    async with _open_bridge(args) as bridge:
+        server = RunPythonServer(
+            bridge,
+            max_concurrent=args.max_concurrent,
+            max_queued=args.max_queued,
+            session_idle_s=args.session_idle,
+        )
+        await server.serve_stdio()
+    return 0
+
+
+def _print_config(client: str, argv: Sequence[str] | None, out: TextIO) -> int:
+    """The ``mcpServers`` JSON a desktop client (``claude``, ``cursor``) needs to start this
+    same ``serve`` command over stdio: this interpreter, and every option but
+    ``--print-config``."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    kept: list[str] = []
+    words = iter(given)
+    for word in words:
+        if word == "--print-config":
+            next(words, None)
+        elif not word.startswith("--print-config="):
+            kept.append(word)
+    entry: dict[str, Any] = {"command": sys.executable, "args": ["-m", "scriptbridge._cli", *kept]}
+    if client == "cursor":
+        entry = {"type": "stdio", **entry}
+    print(json.dumps({"mcpServers": {"scriptbridge": entry}}, indent=2), file=out)
+    return 0
 
 
 async def _add_servers(bridge: Bridge, servers: Sequence[McpServer]) -> None:

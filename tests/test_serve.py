@@ -1,0 +1,144 @@
+"""Tests for ``scriptbridge serve``: the real command as a subprocess, driven over stdio by the
+``mcp`` SDK's client, with ``examples/catalog_server.py`` as its upstream server."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CATALOG = f"catalog={sys.executable} {ROOT / 'examples' / 'catalog_server.py'}"
+
+
+@asynccontextmanager
+async def serving(*args: str) -> AsyncIterator[ClientSession]:
+    """A ``scriptbridge serve`` subprocess with ``args``, and a client session on it."""
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "scriptbridge._cli", "serve", *args], env=env
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+def text_of(result: Any) -> str:
+    return "\n".join(block.text for block in result.content if block.type == "text")
+
+
+async def test_lists_stubs_runs_upstream_tools_and_keeps_sessions(tmp_path: pathlib.Path) -> None:
+    """run_python's description carries the upstream stubs; a script calls an upstream tool and
+    its result is text, structuredContent and isError; a session keeps state; progress comes."""
+    async with serving("--mcp", CATALOG, "--workspace", str(tmp_path)) as session:
+        listed = await session.list_tools()
+        assert [tool.name for tool in listed.tools] == ["run_python"]
+        tool = listed.tools[0]
+        assert tool.description is not None
+        assert "def catalog_search(" in tool.description, tool.description
+        assert "def catalog_add_item(" in tool.description
+        assert set(tool.input_schema["properties"]) == {"code", "inputs", "session_id"}
+
+        result = await session.call_tool(
+            "run_python",
+            {
+                "code": 'print("hi")\n'
+                'tools.catalog_set_status(name=inputs["n"], status="published")',
+                "inputs": {"n": "lamp"},
+            },
+        )
+        assert not result.is_error, text_of(result)
+        assert result.structured_content is not None
+        assert result.structured_content["ok"] is True
+        assert result.structured_content["value"]["data"] == {"name": "lamp", "status": "published"}
+        assert "hi" in text_of(result) and "lamp" in text_of(result)
+
+        failed = await session.call_tool("run_python", {"code": "x = 1\nraise ValueError('no')"})
+        assert failed.is_error
+        assert "ValueError" in text_of(failed) and "line 2" in text_of(failed)
+        assert failed.structured_content is not None
+        assert failed.structured_content["error"]["type"] == "ValueError"
+
+        bad = await session.call_tool("run_python", {"code": 3})
+        assert bad.is_error and "code" in text_of(bad)
+
+        await session.call_tool("run_python", {"code": "total = 40", "session_id": "s1"})
+        carried = await session.call_tool("run_python", {"code": "total + 2", "session_id": "s1"})
+        assert carried.structured_content is not None
+        assert carried.structured_content["value"] == 42, text_of(carried)
+        other = await session.call_tool("run_python", {"code": "total", "session_id": "s2"})
+        assert other.is_error and "NameError" in text_of(other)
+
+        seen: list[tuple[float, str | None]] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            seen.append((progress, message))
+
+        slow = await session.call_tool(
+            "run_python",
+            {
+                "code": "import asyncio\nawait tools.catalog_search(query='x')\n"
+                "await asyncio.sleep(1.3)\n1"
+            },
+            progress_callback=on_progress,
+        )
+        assert not slow.is_error, text_of(slow)
+        assert seen, "no progress notification for a 1.3 s run"
+        assert any("1 tool call" in (message or "") for _, message in seen), seen
+
+
+async def test_cancel_kills_a_run_and_concurrency_is_bounded(tmp_path: pathlib.Path) -> None:
+    """With --max-concurrent 2 --max-queued 1, two runs go at once, one waits, the next fails
+    at once; a client's cancellation ends a long run within a second."""
+    async with serving(
+        "--workspace", str(tmp_path), "--max-concurrent", "2", "--max-queued", "1"
+    ) as session:
+        results: dict[int, Any] = {}
+
+        async def call(n: int, code: str) -> None:
+            results[n] = await session.call_tool("run_python", {"code": code})
+
+        started = time.monotonic()
+        async with trio.open_nursery() as nursery:
+            for n in range(3):
+                nursery.start_soon(call, n, "import asyncio\nawait asyncio.sleep(0.8)\n1")
+                await trio.sleep(0.05)
+            await trio.sleep(0.2)
+            refused = await session.call_tool("run_python", {"code": "1"})
+            assert refused.is_error and "busy" in text_of(refused), text_of(refused)
+            assert time.monotonic() - started < 0.8
+        elapsed = time.monotonic() - started
+        assert all(not result.is_error for result in results.values()), results
+        assert 1.5 < elapsed < 6, elapsed  # the third waited for a slot
+
+        with trio.move_on_after(1.0):
+            await session.call_tool("run_python", {"code": "while True:\n    pass"})
+        cancelled_at = time.monotonic()
+        after = await session.call_tool("run_python", {"code": "2"})
+        assert after.structured_content is not None and after.structured_content["value"] == 2
+        assert time.monotonic() - cancelled_at < 3
+
+
+def test_print_config_prints_a_stdio_snippet() -> None:
+    """--print-config claude prints JSON that starts this same command over stdio."""
+    done = subprocess.run(
+        [sys.executable, "-m", "scriptbridge._cli", "serve", "--print-config", "claude"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr
+    config = json.loads(done.stdout)
+    server = config["mcpServers"]["scriptbridge"]
+    assert server["args"][-1] == "serve" or "serve" in server["args"]
