@@ -24,6 +24,7 @@ to its end, 1 when it didn't, 2 for a usage error or a server that couldn't be s
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import importlib.util
 import inspect
@@ -41,6 +42,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TextIO
 
+import anyio
 import trio
 
 from sandbox import probe_layers
@@ -91,6 +93,17 @@ def _parser() -> argparse.ArgumentParser:
         default=600.0,
         metavar="S",
         help="close a session_id unused this long (600 s)",
+    )
+    serve.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve streamable HTTP at /mcp on HOST:PORT instead of stdio (HOST: 127.0.0.1)",
+    )
+    serve.add_argument(
+        "--token-file",
+        type=Path,
+        metavar="F",
+        help="with --http: every request must carry Authorization: Bearer <F's first line>",
     )
     serve.add_argument(
         "--print-config",
@@ -146,6 +159,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             if args.print_config:
                 return _print_config(args.print_config, argv, sys.stdout)
+            if args.http:
+                return asyncio.run(_serve(args))
             return trio.run(_serve, args)
         return trio.run(_run, args)
     except (ValueError, OSError, ToolServerError, ImportError) as exc:
@@ -278,6 +293,8 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace) -> int:
+    """``serve``: over stdio under trio, or over HTTP (``--http``) under asyncio."""
+    where = _http_address(args.http, args.token_file) if args.http else None
     async with _open_bridge(args) as bridge:
         server = RunPythonServer(
             bridge,
@@ -285,8 +302,36 @@ async def _serve(args: argparse.Namespace) -> int:
             max_queued=args.max_queued,
             session_idle_s=args.session_idle,
         )
-        await server.serve_stdio()
+        if where is None:
+            await server.serve_stdio()
+        else:
+            await server.serve_http(where[0], where[1], token=where[2])
     return 0
+
+
+LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
+def _http_address(spec: str, token_file: Path | None) -> tuple[str, int, str | None]:
+    """``--http HOST:PORT`` (or ``PORT``, on 127.0.0.1) and the token of ``--token-file``.
+    Raises ``ValueError`` for a malformed address, an empty token file, or a bind beyond
+    loopback without a token file; ``OSError`` for a token file that can't be read."""
+    host, sep, port = spec.rpartition(":")
+    host = host.strip("[]") if sep else "127.0.0.1"
+    if not port.isdigit() or not host or int(port) > 65535:
+        raise ValueError(f"--http {spec!r} isn't HOST:PORT")
+    token: str | None = None
+    if token_file is not None:
+        lines = token_file.read_text().splitlines()
+        token = lines[0].strip() if lines else ""
+        if not token:
+            raise ValueError(f"--token-file {token_file}: its first line holds no token")
+    if host not in LOOPBACK and token is None:
+        raise ValueError(
+            f"--http {spec}: binding {host}, beyond loopback, requires --token-file "
+            "(every request must then carry Authorization: Bearer <token>)"
+        )
+    return host, int(port), token
 
 
 def _print_config(client: str, argv: Sequence[str] | None, out: TextIO) -> int:
@@ -318,7 +363,7 @@ async def _add_servers(bridge: Bridge, servers: Sequence[McpServer]) -> None:
         except (ToolServerError, ValueError) as exc:
             failed.append(str(exc))
 
-    async with trio.open_nursery() as nursery:
+    async with anyio.create_task_group() as nursery:
         for server in servers:
             nursery.start_soon(add, server)
     if failed:

@@ -1,12 +1,12 @@
 """scriptbridge as an MCP server: one tool, ``run_python``, for any MCP client ("code mode").
 
 :class:`RunPythonServer` wraps an open :class:`~scriptbridge.Bridge` in the ``mcp`` SDK's
-low-level ``Server`` and serves it under trio (the SDK runs on anyio, here on its trio
-backend). Its one tool takes ``code``, optional ``inputs`` (an object, the script's
-``inputs``) and optional ``session_id``; its description says what a script can do and
-carries ``bridge.tool_stubs()`` of every tool the bridge offers, read afresh on each
-``tools/list``. The upstream tools aren't offered to the client directly: a script calls
-them.
+low-level ``Server`` and serves it over stdio under trio (the SDK runs on anyio, here on its
+trio backend), or over streamable HTTP under asyncio (uvicorn). Its one tool takes ``code``,
+optional ``inputs`` (an object, the script's ``inputs``) and optional ``session_id``; its
+description says what a script can do and carries ``bridge.tool_stubs()`` of every tool the
+bridge offers, read afresh on each ``tools/list``. The upstream tools aren't offered to the
+client directly: a script calls them.
 
 A call's result is text (what the script printed, then its value or its error's type, line
 and message, then the files it wrote to ``out/``), ``structuredContent`` with the whole
@@ -14,6 +14,9 @@ and message, then the files it wrote to ``out/``), ``structuredContent`` with th
 Images a script's tools returned are not forwarded.
 
 Guarantees:
+
+- Over HTTP (:meth:`RunPythonServer.serve_http`), with a token every request must carry
+  ``Authorization: Bearer <token>`` (compared in constant time), else 401 and nothing runs.
 
 - At most ``max_concurrent`` runs at once; beyond that a call waits in a queue of
   ``max_queued``, and past that it fails at once with an ``isError`` result saying the server
@@ -32,24 +35,27 @@ Guarantees:
 
 from __future__ import annotations
 
+import hmac
 import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import anyio
 import mcp_types as types
-import trio
+import uvicorn
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ._results import ScriptResult
 from ._run_state import RunProgress
 from ._sessions import BridgeSession
 from ._supervisor import Bridge
 
-__all__ = ["MAX_SESSIONS", "PROGRESS_EVERY_S", "RunPythonServer"]
+__all__ = ["MAX_SESSIONS", "PROGRESS_EVERY_S", "BearerGate", "RunPythonServer"]
 
 TOOL_NAME: Final = "run_python"
 PROGRESS_EVERY_S: Final = 0.5
@@ -93,7 +99,7 @@ class RunPythonServer:
     """The ``run_python`` MCP server over an open ``bridge`` (module doc).
 
     Args:
-        bridge: an open :class:`~scriptbridge.Bridge`, used under trio.
+        bridge: an open :class:`~scriptbridge.Bridge`, on the loop this serves on.
         max_concurrent: runs at once.
         max_queued: calls waiting for a run slot; past it a call fails at once.
         session_idle_s: a session unused for this long is closed.
@@ -115,7 +121,7 @@ class RunPythonServer:
         self.max_queued = max_queued
         self.session_idle_s = session_idle_s
         self.max_sessions = max_sessions
-        self._slots = trio.Semaphore(max_concurrent)
+        self._slots = anyio.Semaphore(max_concurrent)
         self._queued = 0
         self._sessions: dict[str, _Session] = {}
         self._claimed: set[str] = set()
@@ -129,18 +135,32 @@ class RunPythonServer:
     # --- serving ----------------------------------------------------------------------------
 
     async def serve_stdio(self) -> None:
-        """Serve one client on this process's stdin and stdout until stdin closes; sessions
-        are expired meanwhile. When this returns, every run it started has ended."""
-        async with trio.open_nursery() as nursery:
+        """Serve one client on this process's stdin and stdout until stdin closes (under trio
+        or asyncio); sessions are expired meanwhile. When this returns, every run it started
+        has ended."""
+        async with anyio.create_task_group() as nursery:
             nursery.start_soon(self.expire_sessions)
             async with stdio_server() as (read, write):
                 await self.server.run(read, write, self.server.create_initialization_options())
             nursery.cancel_scope.cancel()
 
+    async def serve_http(self, host: str, port: int, *, token: str | None) -> None:
+        """Serve streamable HTTP at ``/mcp`` on ``host:port`` (under asyncio: uvicorn) until
+        SIGINT or SIGTERM; with ``token``, a request without ``Authorization: Bearer <token>``
+        gets 401 and reaches nothing. When this returns, every run it started has ended."""
+        app: ASGIApp = self.server.streamable_http_app(host=host)
+        if token is not None:
+            app = BearerGate(app, token)
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+        async with anyio.create_task_group() as nursery:
+            nursery.start_soon(self.expire_sessions)
+            await uvicorn.Server(config).serve()
+            nursery.cancel_scope.cancel()
+
     async def expire_sessions(self) -> None:
         """Forever: close each session idle for ``session_idle_s`` and not running."""
         while True:
-            await trio.sleep(min(30.0, max(self.session_idle_s / 4, 0.05)))
+            await anyio.sleep(min(30.0, max(self.session_idle_s / 4, 0.05)))
             now = time.monotonic()
             for key, held in list(self._sessions.items()):
                 if held.running == 0 and now - held.last_used >= self.session_idle_s:
@@ -216,7 +236,7 @@ class RunPythonServer:
         finally:
             self._queued -= 1
         try:
-            async with trio.open_nursery() as nursery:
+            async with anyio.create_task_group() as nursery:
                 nursery.start_soon(self._report_progress, ctx, set(self._run_ids()))
                 if session_id is None:
                     result = await self.bridge.run(code, inputs=inputs)
@@ -261,7 +281,7 @@ class RunPythonServer:
         mine: str | None = None
         try:
             while True:
-                await trio.sleep(PROGRESS_EVERY_S)
+                await anyio.sleep(PROGRESS_EVERY_S)
                 runs = {run.run_id: run for run in self.bridge.progress()}
                 if mine is None:
                     fresh = [r for r in runs.values() if r.run_id not in before | self._claimed]
@@ -276,6 +296,26 @@ class RunPythonServer:
         finally:
             if mine is not None:
                 self._claimed.discard(mine)
+
+
+class BearerGate:
+    """An ASGI app letting through only HTTP requests that carry ``Authorization: Bearer
+    <token>`` (compared in constant time); every other request gets 401 and reaches nothing."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self._expected):
+                body = b'{"error": "unauthorized: send Authorization: Bearer <token>"}'
+                headers = [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]
+                await send({"type": "http.response.start", "status": 401, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
 
 
 def _progress_message(run: RunProgress | None, elapsed_s: float) -> str:

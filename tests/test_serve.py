@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import socket
 import subprocess
 import sys
 import time
@@ -13,9 +14,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx2
+import pytest
 import trio
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from scriptbridge._cli import main
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CATALOG = f"catalog={sys.executable} {ROOT / 'examples' / 'catalog_server.py'}"
@@ -129,16 +135,80 @@ async def test_cancel_kills_a_run_and_concurrency_is_bounded(tmp_path: pathlib.P
         assert time.monotonic() - cancelled_at < 3
 
 
-def test_print_config_prints_a_stdio_snippet() -> None:
+def test_print_config_prints_a_stdio_snippet(capsys: pytest.CaptureFixture[str]) -> None:
     """--print-config claude prints JSON that starts this same command over stdio."""
-    done = subprocess.run(
-        [sys.executable, "-m", "scriptbridge._cli", "serve", "--print-config", "claude"],
-        capture_output=True,
+    assert main(["serve", "--mcp", CATALOG, "--print-config", "claude"]) == 0
+    server = json.loads(capsys.readouterr().out)["mcpServers"]["scriptbridge"]
+    assert server["command"] == sys.executable
+    assert server["args"] == ["-m", "scriptbridge._cli", "serve", "--mcp", CATALOG]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def serve_env() -> dict[str, str]:
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path}
+
+
+async def wait_listening(port: int, process: subprocess.Popen[str]) -> None:
+    with trio.fail_after(30):
+        while True:
+            assert process.poll() is None, process.communicate()
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    return
+            except OSError:
+                await trio.sleep(0.05)
+
+
+async def test_http_with_a_token_file_serves_only_requests_bearing_it(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Over streamable HTTP at /mcp with --token-file, a request without or with a wrong token
+    gets 401; with it, the SDK's client lists run_python and runs a script."""
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret-token\nignored\n")
+    port = free_port()
+    command = [sys.executable, "-m", "scriptbridge._cli", "serve", "--workspace", str(tmp_path)]
+    process = subprocess.Popen(
+        [*command, "--http", f"127.0.0.1:{port}", "--token-file", str(token_file)],
+        env=serve_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
-    assert done.returncode == 0, done.stderr
-    config = json.loads(done.stdout)
-    server = config["mcpServers"]["scriptbridge"]
-    assert server["args"][-1] == "serve" or "serve" in server["args"]
+    try:
+        await wait_listening(port, process)
+        url = f"http://127.0.0.1:{port}/mcp"
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        async with httpx2.AsyncClient() as plain:
+            for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}):
+                response = await plain.post(url, json=body, headers=headers)
+                assert response.status_code == 401, (headers, response.text)
+        client = httpx2.AsyncClient(headers={"Authorization": "Bearer s3cret-token"})
+        async with (
+            client,
+            streamable_http_client(url, http_client=client) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            listed = await session.list_tools()
+            assert [tool.name for tool in listed.tools] == ["run_python"]
+            result = await session.call_tool("run_python", {"code": "print('over http')\n6 * 7"})
+            assert result.structured_content is not None
+            assert result.structured_content["value"] == 42, text_of(result)
+            assert "over http" in text_of(result)
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
+
+
+def test_a_bind_beyond_loopback_needs_a_token_file(capsys: pytest.CaptureFixture[str]) -> None:
+    """--http 0.0.0.0:PORT without --token-file refuses to start (exit 2, saying why)."""
+    assert main(["serve", "--http", "0.0.0.0:8765"]) == 2
+    assert "--token-file" in capsys.readouterr().err
