@@ -95,6 +95,13 @@ def _parser() -> argparse.ArgumentParser:
         help="close a session_id unused this long (600 s)",
     )
     serve.add_argument(
+        "--drain-s",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="on SIGTERM, how long running calls may finish before they're cancelled (30 s)",
+    )
+    serve.add_argument(
         "--http",
         metavar="HOST:PORT",
         help="serve streamable HTTP at /mcp on HOST:PORT instead of stdio (HOST: 127.0.0.1)",
@@ -303,9 +310,9 @@ async def _serve(args: argparse.Namespace) -> int:
             session_idle_s=args.session_idle,
         )
         if where is None:
-            await server.serve_stdio()
+            await server.serve_stdio(drain_s=args.drain_s)
         else:
-            await server.serve_http(where[0], where[1], token=where[2])
+            await server.serve_http(where[0], where[1], token=where[2], drain_s=args.drain_s)
     return 0
 
 

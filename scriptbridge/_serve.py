@@ -35,11 +35,15 @@ Guarantees:
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import math
+import os
+import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any, Final
 
 import anyio
@@ -60,6 +64,8 @@ __all__ = ["MAX_SESSIONS", "PROGRESS_EVERY_S", "BearerGate", "RunPythonServer"]
 TOOL_NAME: Final = "run_python"
 PROGRESS_EVERY_S: Final = 0.5
 """How often a run with a progress token is reported on (at least once a second)."""
+ANSWER_GRACE_S: Final = 0.2
+"""After a drain, how long the answers of the last calls are given to reach the client."""
 MAX_SESSIONS: Final = 256
 """Sessions open at once, by default."""
 PRINTED_MAX_CHARS: Final = 20_000
@@ -95,6 +101,45 @@ class Busy(Exception):
     """The run queue is full."""
 
 
+class ShuttingDown(Exception):
+    """The server is draining: no new run starts."""
+
+
+SHUTTING_DOWN: Final = "the server is shutting down: it starts no new runs"
+
+
+class _StdinLines:
+    """This process's stdin as lines, read without a thread (so a shutdown can stop the read
+    at once); fd 0 itself is pointed at the null device meanwhile, as the SDK does."""
+
+    def __init__(self) -> None:
+        self._fd = os.dup(0)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        self._buffer = b""
+
+    def close(self) -> None:
+        os.dup2(self._fd, 0)
+        os.close(self._fd)
+
+    def __aiter__(self) -> _StdinLines:
+        return self
+
+    async def __anext__(self) -> str:
+        while b"\n" not in self._buffer:
+            await anyio.wait_readable(self._fd)
+            chunk = os.read(self._fd, 1 << 16)
+            if not chunk:
+                if not self._buffer:
+                    raise StopAsyncIteration
+                line, self._buffer = self._buffer, b""
+                return line.decode("utf-8", "replace")
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode("utf-8", "replace")
+
+
 class RunPythonServer:
     """The ``run_python`` MCP server over an open ``bridge`` (module doc).
 
@@ -125,6 +170,9 @@ class RunPythonServer:
         self._queued = 0
         self._sessions: dict[str, _Session] = {}
         self._claimed: set[str] = set()
+        self._draining = False
+        self._in_flight = 0
+        self._scopes: set[anyio.CancelScope] = set()
         self.server: Server[Any] = Server(
             "scriptbridge",
             instructions="Call run_python with a script; its description lists the tools.",
@@ -134,27 +182,67 @@ class RunPythonServer:
 
     # --- serving ----------------------------------------------------------------------------
 
-    async def serve_stdio(self) -> None:
-        """Serve one client on this process's stdin and stdout until stdin closes (under trio
-        or asyncio); sessions are expired meanwhile. When this returns, every run it started
-        has ended."""
-        async with anyio.create_task_group() as nursery:
-            nursery.start_soon(self.expire_sessions)
-            async with stdio_server() as (read, write):
-                await self.server.run(read, write, self.server.create_initialization_options())
-            nursery.cancel_scope.cancel()
+    async def serve_stdio(self, *, drain_s: float = 30.0) -> None:
+        """Serve one client on this process's stdin and stdout until stdin closes or SIGTERM
+        comes (then :meth:`drain` for ``drain_s``); sessions are expired meanwhile. When this
+        returns, every run it started has ended and every call has had its answer."""
+        lines = _StdinLines()
+        try:
+            async with anyio.create_task_group() as nursery:
+                nursery.start_soon(self.expire_sessions)
+                nursery.start_soon(self._drain_on_sigterm, drain_s, nursery.cancel_scope)
+                async with stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
+                    await self.server.run(read, write, self.server.create_initialization_options())
+                nursery.cancel_scope.cancel()
+        finally:
+            lines.close()
 
-    async def serve_http(self, host: str, port: int, *, token: str | None) -> None:
+    async def _drain_on_sigterm(self, drain_s: float, serving: anyio.CancelScope) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+            async for _ in signals:
+                await self.drain(drain_s)
+                serving.cancel()
+                return
+
+    async def drain(self, drain_s: float) -> None:
+        """Refuse new calls (each is answered with an error saying the server is shutting
+        down), let the calls in flight finish for up to ``drain_s``, then cancel what still
+        runs (its child killed and reaped; its call answered with an error). Returns when no
+        call is in flight, :data:`ANSWER_GRACE_S` later, for the last answers to be sent."""
+        self._draining = True
+        with anyio.move_on_after(drain_s):
+            while self._in_flight:
+                await anyio.sleep(0.02)
+        for scope in list(self._scopes):
+            scope.cancel()
+        while self._in_flight:
+            await anyio.sleep(0.01)
+        await anyio.sleep(ANSWER_GRACE_S)
+
+    async def serve_http(
+        self, host: str, port: int, *, token: str | None, drain_s: float = 30.0
+    ) -> None:
         """Serve streamable HTTP at ``/mcp`` on ``host:port`` (under asyncio: uvicorn) until
-        SIGINT or SIGTERM; with ``token``, a request without ``Authorization: Bearer <token>``
-        gets 401 and reaches nothing. When this returns, every run it started has ended."""
+        SIGINT or SIGTERM, which :meth:`drain` for ``drain_s`` first (a second one stops at
+        once); with ``token``, a request without ``Authorization: Bearer <token>`` gets 401
+        and reaches nothing. When this returns, every run it started has ended."""
         app: ASGIApp = self.server.streamable_http_app(host=host)
         if token is not None:
             app = BearerGate(app, token)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+        loop = asyncio.get_running_loop()
+        stopping = asyncio.Event()
+        server = _DrainingUvicorn(config, lambda: loop.call_soon_threadsafe(stopping.set))
+
+        async def drain_then_stop() -> None:
+            await stopping.wait()
+            await self.drain(drain_s)
+            server.should_exit = True
+
         async with anyio.create_task_group() as nursery:
             nursery.start_soon(self.expire_sessions)
-            await uvicorn.Server(config).serve()
+            nursery.start_soon(drain_then_stop)
+            await server.serve()
             nursery.cancel_scope.cancel()
 
     async def expire_sessions(self) -> None:
@@ -209,8 +297,18 @@ class RunPythonServer:
             return _refusal("`inputs` must be an object")
         if session_id is not None and not isinstance(session_id, str):
             return _refusal("`session_id` must be a string")
+        if self._draining:
+            return _refusal(SHUTTING_DOWN)
+        self._in_flight += 1
+        scope = anyio.CancelScope()
+        self._scopes.add(scope)
         try:
-            result = await self._run(ctx, code, inputs, session_id)
+            with scope:
+                result = await self._run(ctx, code, inputs, session_id)
+            if scope.cancelled_caught:
+                return _refusal("the server shut down before this run ended: it was cancelled")
+        except ShuttingDown:
+            return _refusal(SHUTTING_DOWN)
         except Busy:
             return _refusal(
                 f"the server is busy: {self.max_queued} call(s) already wait for a run slot; "
@@ -218,6 +316,9 @@ class RunPythonServer:
             )
         except ValueError as exc:  # inputs that aren't plain data
             return _refusal(str(exc))
+        finally:
+            self._scopes.discard(scope)
+            self._in_flight -= 1
         return _answer(result)
 
     async def _run(
@@ -236,6 +337,8 @@ class RunPythonServer:
         finally:
             self._queued -= 1
         try:
+            if self._draining:
+                raise ShuttingDown
             async with anyio.create_task_group() as nursery:
                 nursery.start_soon(self._report_progress, ctx, set(self._run_ids()))
                 if session_id is None:
@@ -296,6 +399,23 @@ class RunPythonServer:
         finally:
             if mine is not None:
                 self._claimed.discard(mine)
+
+
+class _DrainingUvicorn(uvicorn.Server):
+    """uvicorn, whose first SIGINT or SIGTERM calls ``on_signal`` (to drain) instead of
+    stopping; a second one stops it."""
+
+    def __init__(self, config: uvicorn.Config, on_signal: Callable[[], object]) -> None:
+        super().__init__(config)
+        self._on_signal = on_signal
+        self._signalled = False
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._signalled:
+            super().handle_exit(sig, frame)
+        else:
+            self._signalled = True
+            self._on_signal()
 
 
 class BearerGate:

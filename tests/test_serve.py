@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import signal
 import socket
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from scriptbridge._cli import main
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+SERVE = [sys.executable, "-m", "scriptbridge._cli", "serve"]
 CATALOG = f"catalog={sys.executable} {ROOT / 'examples' / 'catalog_server.py'}"
 
 
@@ -170,7 +172,7 @@ async def test_http_with_a_token_file_serves_only_requests_bearing_it(
     tmp_path: pathlib.Path,
 ) -> None:
     """Over streamable HTTP at /mcp with --token-file, a request without or with a wrong token
-    gets 401; with it, the SDK's client lists run_python and runs a script."""
+    gets 401; with it, the SDK's client lists run_python and runs a script; SIGTERM exits 0."""
     token_file = tmp_path / "token"
     token_file.write_text("s3cret-token\nignored\n")
     port = free_port()
@@ -203,8 +205,11 @@ async def test_http_with_a_token_file_serves_only_requests_bearing_it(
             assert result.structured_content is not None
             assert result.structured_content["value"] == 42, text_of(result)
             assert "over http" in text_of(result)
+        process.send_signal(signal.SIGTERM)
+        assert await trio.to_thread.run_sync(lambda: process.wait(timeout=10)) == 0
     finally:
-        process.terminate()
+        if process.poll() is None:
+            process.kill()
         process.communicate(timeout=30)
 
 
@@ -212,3 +217,90 @@ def test_a_bind_beyond_loopback_needs_a_token_file(capsys: pytest.CaptureFixture
     """--http 0.0.0.0:PORT without --token-file refuses to start (exit 2, saying why)."""
     assert main(["serve", "--http", "0.0.0.0:8765"]) == 2
     assert "--token-file" in capsys.readouterr().err
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process under ``pid`` (from /proc's children lists)."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        for task in pathlib.Path(f"/proc/{parent}/task").glob("*"):
+            try:
+                children = (task / "children").read_text().split()
+            except OSError:
+                continue
+            for child in map(int, children):
+                if child not in found:
+                    found.add(child)
+                    todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+async def test_sigterm_drains_answers_every_call_and_leaves_no_child(
+    tmp_path: pathlib.Path,
+) -> None:
+    """SIGTERM during two runs: the short one finishes and is answered, the endless one is
+    cancelled at --drain-s and answered with an error, a new call is refused, and the server
+    exits 0 within its deadline with no process of its own left."""
+    process = subprocess.Popen(
+        [*SERVE, "--workspace", str(tmp_path), "--mcp", CATALOG, "--drain-s", "1.5"],
+        env=serve_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    stdin, stdout = process.stdin, process.stdout
+
+    def send(message: dict[str, Any]) -> None:
+        stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+        stdin.flush()
+
+    def receive(wanted: int) -> dict[str, Any]:
+        while True:
+            line = stdout.readline()
+            assert line, process.communicate()
+            message: dict[str, Any] = json.loads(line)
+            if message.get("id") == wanted:
+                return message
+
+    def call(n: int, code: str) -> None:
+        params = {"name": "run_python", "arguments": {"code": code}}
+        send({"id": n, "method": "tools/call", "params": params})
+
+    try:
+        info = {"name": "test", "version": "0"}
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": info}
+        send({"id": 1, "method": "initialize", "params": init})
+        await trio.to_thread.run_sync(receive, 1)
+        send({"method": "notifications/initialized"})
+        call(2, "import asyncio\nawait asyncio.sleep(0.6)\n'short'")
+        call(3, "while True:\n    pass")
+        await trio.sleep(0.4)
+        below = descendants(process.pid)
+        assert below, "no child processes seen"
+        process.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        await trio.sleep(0.1)
+        call(4, "1")
+        answers = {n: await trio.to_thread.run_sync(receive, n) for n in (4, 2, 3)}
+        assert answers[2]["result"]["structuredContent"]["value"] == "short", answers[2]
+        assert answers[3]["result"]["isError"] and "shut" in json.dumps(answers[3]), answers[3]
+        assert answers[4]["result"]["isError"] and "shut" in json.dumps(answers[4]), answers[4]
+        code = await trio.to_thread.run_sync(lambda: process.wait(timeout=10))
+        assert code == 0, process.communicate()
+        assert time.monotonic() - signalled < 1.5 + 3
+        assert not [pid for pid in below if alive(pid)], below
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=10)
