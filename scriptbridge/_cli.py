@@ -24,21 +24,25 @@ to its end, 1 when it didn't, 2 for a usage error or a server that couldn't be s
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import importlib.util
 import inspect
 import json
 import logging
+import os
 import re
 import shlex
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TextIO
 
+import anyio
 import trio
 
 from sandbox import probe_layers
@@ -49,6 +53,7 @@ from ._limits import Limits
 from ._mcp import McpServer
 from ._results import ScriptResult
 from ._run_state import RunProgress
+from ._serve import RunPythonServer
 from ._supervisor import Bridge
 from ._tools import python_tool
 from ._workspace import remove_tree
@@ -68,39 +73,86 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run one script")
     run.add_argument("script", type=Path, help="the script to run")
-    run.add_argument(
+    _bridge_arguments(run)
+    run.add_argument("--json", action="store_true", help="print the result as JSON")
+    serve = commands.add_parser("serve", help="an MCP server offering run_python (stdio)")
+    _bridge_arguments(serve)
+    serve.add_argument(
+        "--max-concurrent",
+        type=int,
+        default=(os.cpu_count() or 1) * 2,
+        metavar="N",
+        help="runs at once (default: CPU count x 2)",
+    )
+    serve.add_argument(
+        "--max-queued", type=int, default=64, metavar="N", help="calls waiting for a run (64)"
+    )
+    serve.add_argument(
+        "--session-idle",
+        type=float,
+        default=600.0,
+        metavar="S",
+        help="close a session_id unused this long (600 s)",
+    )
+    serve.add_argument(
+        "--drain-s",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="on SIGTERM, how long running calls may finish before they're cancelled (30 s)",
+    )
+    serve.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve streamable HTTP at /mcp on HOST:PORT instead of stdio (HOST: 127.0.0.1)",
+    )
+    serve.add_argument(
+        "--token-file",
+        type=Path,
+        metavar="F",
+        help="with --http: every request must carry Authorization: Bearer <F's first line>",
+    )
+    serve.add_argument(
+        "--print-config",
+        choices=["claude", "cursor"],
+        help="print the JSON a desktop client needs to start this server, and exit",
+    )
+    commands.add_parser("demo", help="run the bundled end-to-end demo")
+    commands.add_parser("doctor", help="which isolation layers this machine can apply")
+    return parser
+
+
+def _bridge_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that set up a bridge: servers, host tools, workspace, limits, fetches."""
+    parser.add_argument(
         "--mcp",
         action="append",
         default=[],
         metavar='"CMD ARGS"',
         help="a tool server to start over stdio (repeatable); NAME=CMD ARGS names it",
     )
-    run.add_argument(
+    parser.add_argument(
         "--mcp-http",
         action="append",
         default=[],
         metavar="NAME=URL",
         help="a streamable HTTP tool server to connect (repeatable)",
     )
-    run.add_argument(
+    parser.add_argument(
         "--mcp-timeout", type=float, metavar="S", help="each server request's timeout (60 s)"
     )
-    run.add_argument(
+    parser.add_argument(
         "--allow",
         action="append",
         default=[],
         metavar="HOST",
         help="a host or network the fetcher may reach beyond public ones (repeatable)",
     )
-    run.add_argument(
+    parser.add_argument(
         "--tools", metavar="MODULE", help="a module (or NAME.py here) whose functions become tools"
     )
-    run.add_argument("--workspace", type=Path, help="workspace directory (default: a temp one)")
-    run.add_argument("--timeout", type=float, metavar="S", help="wall-time limit in seconds")
-    run.add_argument("--json", action="store_true", help="print the result as JSON")
-    commands.add_parser("demo", help="run the bundled end-to-end demo")
-    commands.add_parser("doctor", help="which isolation layers this machine can apply")
-    return parser
+    parser.add_argument("--workspace", type=Path, help="workspace directory (default: a temp one)")
+    parser.add_argument("--timeout", type=float, metavar="S", help="wall-time limit in seconds")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -111,6 +163,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _doctor(sys.stdout)
         if args.command == "demo":
             return trio.run(run_demo)
+        if args.command == "serve":
+            if args.print_config:
+                return _print_config(args.print_config, argv, sys.stdout)
+            if args.http:
+                return asyncio.run(_serve(args))
+            return trio.run(_serve, args)
         return trio.run(_run, args)
     except (ValueError, OSError, ToolServerError, ImportError) as exc:
         print(f"scriptbridge {args.command}: {exc}", file=sys.stderr)
@@ -209,8 +267,10 @@ def _tools_of(module_name: str) -> list[Callable[..., Any]]:
     ]
 
 
-async def _run(args: argparse.Namespace) -> int:
-    source = args.script.read_text()
+@asynccontextmanager
+async def _open_bridge(args: argparse.Namespace) -> AsyncIterator[Bridge]:
+    """The bridge the command line describes, open, with its host tools and its servers
+    started; a temporary workspace (without ``--workspace``) is removed when it closes."""
     limits = Limits(wall_s=args.timeout) if args.timeout else Limits()
     servers = _servers(args)
     _log_warnings(sys.stderr)
@@ -222,16 +282,82 @@ async def _run(args: argparse.Namespace) -> int:
                 for function in _tools_of(args.tools):
                     bridge.add_tool(python_tool(function))
             await _add_servers(bridge, servers)
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(_progress, bridge, sys.stderr)
-                result = await bridge.run(source)
-                nursery.cancel_scope.cancel()
-        _report(result, as_json=args.json, out=sys.stdout)
-        if result.outputs and args.workspace is None:
-            print("(its out/ went with the temporary workspace: pass --workspace to keep it)")
+            yield bridge
     finally:
         remove_tree(scratch)  # iterative: a script's out/ may be a thousand directories deep
+
+
+async def _run(args: argparse.Namespace) -> int:
+    source = args.script.read_text()
+    async with _open_bridge(args) as bridge, trio.open_nursery() as nursery:
+        nursery.start_soon(_progress, bridge, sys.stderr)
+        result = await bridge.run(source)
+        nursery.cancel_scope.cancel()
+    _report(result, as_json=args.json, out=sys.stdout)
+    if result.outputs and args.workspace is None:
+        print("(its out/ went with the temporary workspace: pass --workspace to keep it)")
     return 0 if result.ok else 1
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    """``serve``: over stdio under trio, or over HTTP (``--http``) under asyncio."""
+    where = _http_address(args.http, args.token_file) if args.http else None
+    async with _open_bridge(args) as bridge:
+        server = RunPythonServer(
+            bridge,
+            max_concurrent=args.max_concurrent,
+            max_queued=args.max_queued,
+            session_idle_s=args.session_idle,
+        )
+        if where is None:
+            await server.serve_stdio(drain_s=args.drain_s)
+        else:
+            await server.serve_http(where[0], where[1], token=where[2], drain_s=args.drain_s)
+    return 0
+
+
+LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
+def _http_address(spec: str, token_file: Path | None) -> tuple[str, int, str | None]:
+    """``--http HOST:PORT`` (or ``PORT``, on 127.0.0.1) and the token of ``--token-file``.
+    Raises ``ValueError`` for a malformed address, an empty token file, or a bind beyond
+    loopback without a token file; ``OSError`` for a token file that can't be read."""
+    host, sep, port = spec.rpartition(":")
+    host = host.strip("[]") if sep else "127.0.0.1"
+    if not port.isdigit() or not host or int(port) > 65535:
+        raise ValueError(f"--http {spec!r} isn't HOST:PORT")
+    token: str | None = None
+    if token_file is not None:
+        lines = token_file.read_text().splitlines()
+        token = lines[0].strip() if lines else ""
+        if not token:
+            raise ValueError(f"--token-file {token_file}: its first line holds no token")
+    if host not in LOOPBACK and token is None:
+        raise ValueError(
+            f"--http {spec}: binding {host}, beyond loopback, requires --token-file "
+            "(every request must then carry Authorization: Bearer <token>)"
+        )
+    return host, int(port), token
+
+
+def _print_config(client: str, argv: Sequence[str] | None, out: TextIO) -> int:
+    """The ``mcpServers`` JSON a desktop client (``claude``, ``cursor``) needs to start this
+    same ``serve`` command over stdio: this interpreter, and every option but
+    ``--print-config``."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    kept: list[str] = []
+    words = iter(given)
+    for word in words:
+        if word == "--print-config":
+            next(words, None)
+        elif not word.startswith("--print-config="):
+            kept.append(word)
+    entry: dict[str, Any] = {"command": sys.executable, "args": ["-m", "scriptbridge._cli", *kept]}
+    if client == "cursor":
+        entry = {"type": "stdio", **entry}
+    print(json.dumps({"mcpServers": {"scriptbridge": entry}}, indent=2), file=out)
+    return 0
 
 
 async def _add_servers(bridge: Bridge, servers: Sequence[McpServer]) -> None:
@@ -244,7 +370,7 @@ async def _add_servers(bridge: Bridge, servers: Sequence[McpServer]) -> None:
         except (ToolServerError, ValueError) as exc:
             failed.append(str(exc))
 
-    async with trio.open_nursery() as nursery:
+    async with anyio.create_task_group() as nursery:
         for server in servers:
             nursery.start_soon(add, server)
     if failed:

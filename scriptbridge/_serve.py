@@ -1,0 +1,471 @@
+"""scriptbridge as an MCP server: one tool, ``run_python``, for any MCP client ("code mode").
+
+:class:`RunPythonServer` wraps an open :class:`~scriptbridge.Bridge` in the ``mcp`` SDK's
+low-level ``Server`` and serves it over stdio under trio (the SDK runs on anyio, here on its
+trio backend), or over streamable HTTP under asyncio (uvicorn). Its one tool takes ``code``,
+optional ``inputs`` (an object, the script's ``inputs``) and optional ``session_id``; its
+description says what a script can do and carries ``bridge.tool_stubs()`` of every tool the
+bridge offers, read afresh on each ``tools/list``. The upstream tools aren't offered to the
+client directly: a script calls them.
+
+A call's result is text (what the script printed, then its value or its error's type, line
+and message, then the files it wrote to ``out/``), ``structuredContent`` with the whole
+:class:`~scriptbridge.ScriptResult` as JSON, and ``isError`` when the run didn't end ``ok``.
+Images a script's tools returned are not forwarded.
+
+Guarantees:
+
+- Over HTTP (:meth:`RunPythonServer.serve_http`), with a token every request must carry
+  ``Authorization: Bearer <token>`` (compared in constant time), else 401 and nothing runs.
+
+- At most ``max_concurrent`` runs at once; beyond that a call waits in a queue of
+  ``max_queued``, and past that it fails at once with an ``isError`` result saying the server
+  is busy (nothing is run).
+- A client's ``notifications/cancelled`` cancels the call's task; :meth:`Bridge.run` then kills
+  and reaps the child before the call ends, well within a second.
+- When the client sent a progress token, ``notifications/progress`` comes every
+  :data:`PROGRESS_EVERY_S` while the script runs: ``progress`` is the seconds elapsed, and the
+  message says the elapsed time and the tool calls and fetches made so far. What the script
+  prints is known only when it ends, so the last printed line is not in it.
+- ``session_id`` names a :class:`~scriptbridge.BridgeSession`: plain globals and top-level
+  definitions carry from one successful call to the next. A session idle for
+  ``session_idle_s`` is closed; at most ``max_sessions`` (:data:`MAX_SESSIONS` by default)
+  are open, and opening one more closes the longest idle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import math
+import os
+import signal
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any, Final
+
+import anyio
+import mcp_types as types
+import uvicorn
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ._results import ScriptResult
+from ._run_state import RunProgress
+from ._sessions import BridgeSession
+from ._supervisor import Bridge
+
+__all__ = ["MAX_SESSIONS", "PROGRESS_EVERY_S", "BearerGate", "RunPythonServer"]
+
+TOOL_NAME: Final = "run_python"
+PROGRESS_EVERY_S: Final = 0.5
+"""How often a run with a progress token is reported on (at least once a second)."""
+ANSWER_GRACE_S: Final = 0.2
+"""After a drain, how long the answers of the last calls are given to reach the client."""
+MAX_SESSIONS: Final = 256
+"""Sessions open at once, by default."""
+PRINTED_MAX_CHARS: Final = 20_000
+"""Characters of a script's printed output put in the text content (all of it is in
+``structuredContent``)."""
+
+DESCRIPTION: Final = """\
+Run a Python script in a fresh, restricted sandbox and get back what it printed and its value \
+(the last expression, or a top-level `return`). Each call runs in a new process: no network, \
+a private workspace, bounded time and memory. Pass `inputs` (an object) to read as `inputs` \
+in the script, and `session_id` to keep plain globals and top-level def/class/import \
+statements from one call to the next.
+
+Inside the script, call tools with `tools.NAME(arg=...)` or `call_tool("NAME", {...})`; \
+`call_tools([...])` or `await asyncio.gather(...)` calls several at once. A tool call returns \
+a dict: its `data` (structured output), `content` (blocks) and `isError`. Write files to \
+`out/`; they are listed in the result. `fetch(ref)` downloads a reference's payload and \
+`read_text(path)` reads it. Prefer one script that calls many tools over many calls.
+
+The tools a script can call:
+
+"""
+
+
+@dataclass
+class _Session:
+    session: BridgeSession
+    last_used: float = field(default_factory=time.monotonic)
+    running: int = 0
+
+
+class Busy(Exception):
+    """The run queue is full."""
+
+
+class ShuttingDown(Exception):
+    """The server is draining: no new run starts."""
+
+
+SHUTTING_DOWN: Final = "the server is shutting down: it starts no new runs"
+
+
+class _StdinLines:
+    """This process's stdin as lines, read without a thread (so a shutdown can stop the read
+    at once); fd 0 itself is pointed at the null device meanwhile, as the SDK does."""
+
+    def __init__(self) -> None:
+        self._fd = os.dup(0)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        self._buffer = b""
+
+    def close(self) -> None:
+        os.dup2(self._fd, 0)
+        os.close(self._fd)
+
+    def __aiter__(self) -> _StdinLines:
+        return self
+
+    async def __anext__(self) -> str:
+        while b"\n" not in self._buffer:
+            await anyio.wait_readable(self._fd)
+            chunk = os.read(self._fd, 1 << 16)
+            if not chunk:
+                if not self._buffer:
+                    raise StopAsyncIteration
+                line, self._buffer = self._buffer, b""
+                return line.decode("utf-8", "replace")
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode("utf-8", "replace")
+
+
+class RunPythonServer:
+    """The ``run_python`` MCP server over an open ``bridge`` (module doc).
+
+    Args:
+        bridge: an open :class:`~scriptbridge.Bridge`, on the loop this serves on.
+        max_concurrent: runs at once.
+        max_queued: calls waiting for a run slot; past it a call fails at once.
+        session_idle_s: a session unused for this long is closed.
+        max_sessions: sessions open at once.
+    """
+
+    def __init__(
+        self,
+        bridge: Bridge,
+        *,
+        max_concurrent: int,
+        max_queued: int,
+        session_idle_s: float = 600.0,
+        max_sessions: int = MAX_SESSIONS,
+    ) -> None:
+        if max_concurrent < 1 or max_queued < 0 or max_sessions < 1:
+            raise ValueError("--max-concurrent and sessions must be at least 1, a queue 0")
+        self.bridge = bridge
+        self.max_queued = max_queued
+        self.session_idle_s = session_idle_s
+        self.max_sessions = max_sessions
+        self._slots = anyio.Semaphore(max_concurrent)
+        self._queued = 0
+        self._sessions: dict[str, _Session] = {}
+        self._claimed: set[str] = set()
+        self._draining = False
+        self._in_flight = 0
+        self._scopes: set[anyio.CancelScope] = set()
+        self.server: Server[Any] = Server(
+            "scriptbridge",
+            instructions="Call run_python with a script; its description lists the tools.",
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+
+    # --- serving ----------------------------------------------------------------------------
+
+    async def serve_stdio(self, *, drain_s: float = 30.0) -> None:
+        """Serve one client on this process's stdin and stdout until stdin closes or SIGTERM
+        comes (then :meth:`drain` for ``drain_s``); sessions are expired meanwhile. When this
+        returns, every run it started has ended and every call has had its answer."""
+        lines = _StdinLines()
+        try:
+            async with anyio.create_task_group() as nursery:
+                nursery.start_soon(self.expire_sessions)
+                nursery.start_soon(self._drain_on_sigterm, drain_s, nursery.cancel_scope)
+                async with stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
+                    await self.server.run(read, write, self.server.create_initialization_options())
+                nursery.cancel_scope.cancel()
+        finally:
+            lines.close()
+
+    async def _drain_on_sigterm(self, drain_s: float, serving: anyio.CancelScope) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+            async for _ in signals:
+                await self.drain(drain_s)
+                serving.cancel()
+                return
+
+    async def drain(self, drain_s: float) -> None:
+        """Refuse new calls (each is answered with an error saying the server is shutting
+        down), let the calls in flight finish for up to ``drain_s``, then cancel what still
+        runs (its child killed and reaped; its call answered with an error). Returns when no
+        call is in flight, :data:`ANSWER_GRACE_S` later, for the last answers to be sent."""
+        self._draining = True
+        with anyio.move_on_after(drain_s):
+            while self._in_flight:
+                await anyio.sleep(0.02)
+        for scope in list(self._scopes):
+            scope.cancel()
+        while self._in_flight:
+            await anyio.sleep(0.01)
+        await anyio.sleep(ANSWER_GRACE_S)
+
+    async def serve_http(
+        self, host: str, port: int, *, token: str | None, drain_s: float = 30.0
+    ) -> None:
+        """Serve streamable HTTP at ``/mcp`` on ``host:port`` (under asyncio: uvicorn) until
+        SIGINT or SIGTERM, which :meth:`drain` for ``drain_s`` first (a second one stops at
+        once); with ``token``, a request without ``Authorization: Bearer <token>`` gets 401
+        and reaches nothing. When this returns, every run it started has ended."""
+        app: ASGIApp = self.server.streamable_http_app(host=host)
+        if token is not None:
+            app = BearerGate(app, token)
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+        loop = asyncio.get_running_loop()
+        stopping = asyncio.Event()
+        server = _DrainingUvicorn(config, lambda: loop.call_soon_threadsafe(stopping.set))
+
+        async def drain_then_stop() -> None:
+            await stopping.wait()
+            await self.drain(drain_s)
+            server.should_exit = True
+
+        async with anyio.create_task_group() as nursery:
+            nursery.start_soon(self.expire_sessions)
+            nursery.start_soon(drain_then_stop)
+            await server.serve()
+            nursery.cancel_scope.cancel()
+
+    async def expire_sessions(self) -> None:
+        """Forever: close each session idle for ``session_idle_s`` and not running."""
+        while True:
+            await anyio.sleep(min(30.0, max(self.session_idle_s / 4, 0.05)))
+            now = time.monotonic()
+            for key, held in list(self._sessions.items()):
+                if held.running == 0 and now - held.last_used >= self.session_idle_s:
+                    await self._close_session(key)
+
+    # --- handlers ---------------------------------------------------------------------------
+
+    def tool(self) -> types.Tool:
+        """``run_python`` as ``tools/list`` shows it, with the bridge's current stubs."""
+        stubs = self.bridge.tool_stubs() or "# (no tools are offered)"
+        return types.Tool(
+            name=TOOL_NAME,
+            description=DESCRIPTION + stubs,
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "code": {"type": "string", "description": "the Python script to run"},
+                    "inputs": {
+                        "type": "object",
+                        "description": "plain data the script reads as `inputs`",
+                    },
+                    "session_id": {
+                        "type": "string",
+                        "description": "keep state across calls that pass the same id",
+                    },
+                },
+                "required": ["code"],
+            },
+        )
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[self.tool()])
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        if params.name != TOOL_NAME:
+            return _refusal(f"there is no tool {params.name!r}: call {TOOL_NAME}")
+        arguments: Mapping[str, Any] = params.arguments or {}
+        code, inputs, session_id = (arguments.get(k) for k in ("code", "inputs", "session_id"))
+        if not isinstance(code, str):
+            return _refusal("`code` must be a string: the Python script to run")
+        if inputs is not None and not isinstance(inputs, dict):
+            return _refusal("`inputs` must be an object")
+        if session_id is not None and not isinstance(session_id, str):
+            return _refusal("`session_id` must be a string")
+        if self._draining:
+            return _refusal(SHUTTING_DOWN)
+        self._in_flight += 1
+        scope = anyio.CancelScope()
+        self._scopes.add(scope)
+        try:
+            with scope:
+                result = await self._run(ctx, code, inputs, session_id)
+            if scope.cancelled_caught:
+                return _refusal("the server shut down before this run ended: it was cancelled")
+        except ShuttingDown:
+            return _refusal(SHUTTING_DOWN)
+        except Busy:
+            return _refusal(
+                f"the server is busy: {self.max_queued} call(s) already wait for a run slot; "
+                "try again later"
+            )
+        except ValueError as exc:  # inputs that aren't plain data
+            return _refusal(str(exc))
+        finally:
+            self._scopes.discard(scope)
+            self._in_flight -= 1
+        return _answer(result)
+
+    async def _run(
+        self,
+        ctx: ServerRequestContext[Any],
+        code: str,
+        inputs: dict[str, Any] | None,
+        session_id: str | None,
+    ) -> ScriptResult:
+        """Run ``code`` in a slot (waiting in the queue, or :class:`Busy`), reporting progress."""
+        if self._slots.value == 0 and self._queued >= self.max_queued:
+            raise Busy
+        self._queued += 1
+        try:
+            await self._slots.acquire()
+        finally:
+            self._queued -= 1
+        try:
+            if self._draining:
+                raise ShuttingDown
+            async with anyio.create_task_group() as nursery:
+                nursery.start_soon(self._report_progress, ctx, set(self._run_ids()))
+                if session_id is None:
+                    result = await self.bridge.run(code, inputs=inputs)
+                else:
+                    result = await self._session_step(session_id, code, inputs)
+                nursery.cancel_scope.cancel()
+            return result
+        finally:
+            self._slots.release()
+
+    async def _session_step(
+        self, key: str, code: str, inputs: dict[str, Any] | None
+    ) -> ScriptResult:
+        held = self._sessions.get(key)
+        if held is None:
+            if len(self._sessions) >= self.max_sessions:
+                idle = [k for k, s in self._sessions.items() if s.running == 0]
+                if idle:
+                    await self._close_session(min(idle, key=lambda k: self._sessions[k].last_used))
+            session = self.bridge.session()
+            await session.__aenter__()
+            held = self._sessions[key] = _Session(session)
+        held.running += 1
+        try:
+            return await held.session.run(code, inputs=inputs)
+        finally:
+            held.running -= 1
+            held.last_used = time.monotonic()
+
+    async def _close_session(self, key: str) -> None:
+        held = self._sessions.pop(key, None)
+        if held is not None:
+            await held.session.__aexit__(None, None, None)
+
+    def _run_ids(self) -> list[str]:
+        return [run.run_id for run in self.bridge.progress()]
+
+    async def _report_progress(self, ctx: ServerRequestContext[Any], before: set[str]) -> None:
+        """Every :data:`PROGRESS_EVERY_S`, a progress notification for this call's run: the
+        first run started after the call took its slot that no other call has claimed."""
+        started = time.monotonic()
+        mine: str | None = None
+        try:
+            while True:
+                await anyio.sleep(PROGRESS_EVERY_S)
+                runs = {run.run_id: run for run in self.bridge.progress()}
+                if mine is None:
+                    fresh = [r for r in runs.values() if r.run_id not in before | self._claimed]
+                    if fresh:
+                        mine = max(fresh, key=lambda r: r.elapsed_s).run_id
+                        self._claimed.add(mine)
+                elapsed = time.monotonic() - started
+                run = runs.get(mine) if mine is not None else None
+                await ctx.session.report_progress(
+                    math.floor(elapsed * 10) / 10, message=_progress_message(run, elapsed)
+                )
+        finally:
+            if mine is not None:
+                self._claimed.discard(mine)
+
+
+class _DrainingUvicorn(uvicorn.Server):
+    """uvicorn, whose first SIGINT or SIGTERM calls ``on_signal`` (to drain) instead of
+    stopping; a second one stops it."""
+
+    def __init__(self, config: uvicorn.Config, on_signal: Callable[[], object]) -> None:
+        super().__init__(config)
+        self._on_signal = on_signal
+        self._signalled = False
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._signalled:
+            super().handle_exit(sig, frame)
+        else:
+            self._signalled = True
+            self._on_signal()
+
+
+class BearerGate:
+    """An ASGI app letting through only HTTP requests that carry ``Authorization: Bearer
+    <token>`` (compared in constant time); every other request gets 401 and reaches nothing."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self._expected):
+                body = b'{"error": "unauthorized: send Authorization: Bearer <token>"}'
+                headers = [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]
+                await send({"type": "http.response.start", "status": 401, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def _progress_message(run: RunProgress | None, elapsed_s: float) -> str:
+    calls = run.tool_calls if run is not None else 0
+    fetches = run.fetches if run is not None else 0
+    return f"running {elapsed_s:.0f} s, {calls} tool call(s), {fetches} fetch(es)"
+
+
+def _refusal(message: str) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=message)], is_error=True
+    )
+
+
+def _answer(result: ScriptResult) -> types.CallToolResult:
+    """``result`` as a ``tools/call`` result: text, ``structuredContent``, ``isError``."""
+    lines: list[str] = []
+    if result.stdout:
+        printed = result.stdout[:PRINTED_MAX_CHARS]
+        cut = " (cut; all of it is in structuredContent.stdout)" if printed != result.stdout else ""
+        lines.append(f"printed{cut}:\n{printed.rstrip(chr(10))}")
+    if result.error is not None:
+        error = result.error
+        where = f" (line {error.line})" if error.line else ""
+        lines.append(f"error: {error.type}{where}: {error.message}")
+    else:
+        lines.append(f"value: {result.value!r}")
+    lines += [f"wrote: out/{output}" for output in result.outputs]
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text="\n".join(lines))],
+        structured_content=result.model_dump(mode="json"),
+        is_error=not result.ok,
+    )

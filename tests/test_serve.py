@@ -1,0 +1,306 @@
+"""Tests for ``scriptbridge serve``: the real command as a subprocess, driven over stdio by the
+``mcp`` SDK's client, with ``examples/catalog_server.py`` as its upstream server."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx2
+import pytest
+import trio
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from scriptbridge._cli import main
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SERVE = [sys.executable, "-m", "scriptbridge._cli", "serve"]
+CATALOG = f"catalog={sys.executable} {ROOT / 'examples' / 'catalog_server.py'}"
+
+
+@asynccontextmanager
+async def serving(*args: str) -> AsyncIterator[ClientSession]:
+    """A ``scriptbridge serve`` subprocess with ``args``, and a client session on it."""
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "scriptbridge._cli", "serve", *args], env=env
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+def text_of(result: Any) -> str:
+    return "\n".join(block.text for block in result.content if block.type == "text")
+
+
+async def test_lists_stubs_runs_upstream_tools_and_keeps_sessions(tmp_path: pathlib.Path) -> None:
+    """run_python's description carries the upstream stubs; a script calls an upstream tool and
+    its result is text, structuredContent and isError; a session keeps state; progress comes."""
+    async with serving("--mcp", CATALOG, "--workspace", str(tmp_path)) as session:
+        listed = await session.list_tools()
+        assert [tool.name for tool in listed.tools] == ["run_python"]
+        tool = listed.tools[0]
+        assert tool.description is not None
+        assert "def catalog_search(" in tool.description, tool.description
+        assert "def catalog_add_item(" in tool.description
+        assert set(tool.input_schema["properties"]) == {"code", "inputs", "session_id"}
+
+        result = await session.call_tool(
+            "run_python",
+            {
+                "code": 'print("hi")\n'
+                'tools.catalog_set_status(name=inputs["n"], status="published")',
+                "inputs": {"n": "lamp"},
+            },
+        )
+        assert not result.is_error, text_of(result)
+        assert result.structured_content is not None
+        assert result.structured_content["ok"] is True
+        assert result.structured_content["value"]["data"] == {"name": "lamp", "status": "published"}
+        assert "hi" in text_of(result) and "lamp" in text_of(result)
+
+        failed = await session.call_tool("run_python", {"code": "x = 1\nraise ValueError('no')"})
+        assert failed.is_error
+        assert "ValueError" in text_of(failed) and "line 2" in text_of(failed)
+        assert failed.structured_content is not None
+        assert failed.structured_content["error"]["type"] == "ValueError"
+
+        bad = await session.call_tool("run_python", {"code": 3})
+        assert bad.is_error and "code" in text_of(bad)
+
+        await session.call_tool("run_python", {"code": "total = 40", "session_id": "s1"})
+        carried = await session.call_tool("run_python", {"code": "total + 2", "session_id": "s1"})
+        assert carried.structured_content is not None
+        assert carried.structured_content["value"] == 42, text_of(carried)
+        other = await session.call_tool("run_python", {"code": "total", "session_id": "s2"})
+        assert other.is_error and "NameError" in text_of(other)
+
+        seen: list[tuple[float, str | None]] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            seen.append((progress, message))
+
+        slow = await session.call_tool(
+            "run_python",
+            {
+                "code": "import asyncio\nawait tools.catalog_search(query='x')\n"
+                "await asyncio.sleep(1.3)\n1"
+            },
+            progress_callback=on_progress,
+        )
+        assert not slow.is_error, text_of(slow)
+        assert seen, "no progress notification for a 1.3 s run"
+        assert any("1 tool call" in (message or "") for _, message in seen), seen
+
+
+async def test_cancel_kills_a_run_and_concurrency_is_bounded(tmp_path: pathlib.Path) -> None:
+    """With --max-concurrent 2 --max-queued 1, two runs go at once, one waits, the next fails
+    at once; a client's cancellation ends a long run within a second."""
+    async with serving(
+        "--workspace", str(tmp_path), "--max-concurrent", "2", "--max-queued", "1"
+    ) as session:
+        results: dict[int, Any] = {}
+
+        async def call(n: int, code: str) -> None:
+            results[n] = await session.call_tool("run_python", {"code": code})
+
+        started = time.monotonic()
+        async with trio.open_nursery() as nursery:
+            for n in range(3):
+                nursery.start_soon(call, n, "import asyncio\nawait asyncio.sleep(0.8)\n1")
+                await trio.sleep(0.05)
+            await trio.sleep(0.2)
+            refused = await session.call_tool("run_python", {"code": "1"})
+            assert refused.is_error and "busy" in text_of(refused), text_of(refused)
+            assert time.monotonic() - started < 0.8
+        elapsed = time.monotonic() - started
+        assert all(not result.is_error for result in results.values()), results
+        assert 1.5 < elapsed < 6, elapsed  # the third waited for a slot
+
+        with trio.move_on_after(1.0):
+            await session.call_tool("run_python", {"code": "while True:\n    pass"})
+        cancelled_at = time.monotonic()
+        after = await session.call_tool("run_python", {"code": "2"})
+        assert after.structured_content is not None and after.structured_content["value"] == 2
+        assert time.monotonic() - cancelled_at < 3
+
+
+def test_print_config_prints_a_stdio_snippet(capsys: pytest.CaptureFixture[str]) -> None:
+    """--print-config claude prints JSON that starts this same command over stdio."""
+    assert main(["serve", "--mcp", CATALOG, "--print-config", "claude"]) == 0
+    server = json.loads(capsys.readouterr().out)["mcpServers"]["scriptbridge"]
+    assert server["command"] == sys.executable
+    assert server["args"] == ["-m", "scriptbridge._cli", "serve", "--mcp", CATALOG]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def serve_env() -> dict[str, str]:
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path}
+
+
+async def wait_listening(port: int, process: subprocess.Popen[str]) -> None:
+    with trio.fail_after(30):
+        while True:
+            assert process.poll() is None, process.communicate()
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    return
+            except OSError:
+                await trio.sleep(0.05)
+
+
+async def test_http_with_a_token_file_serves_only_requests_bearing_it(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Over streamable HTTP at /mcp with --token-file, a request without or with a wrong token
+    gets 401; with it, the SDK's client lists run_python and runs a script; SIGTERM exits 0."""
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret-token\nignored\n")
+    port = free_port()
+    command = [sys.executable, "-m", "scriptbridge._cli", "serve", "--workspace", str(tmp_path)]
+    process = subprocess.Popen(
+        [*command, "--http", f"127.0.0.1:{port}", "--token-file", str(token_file)],
+        env=serve_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        await wait_listening(port, process)
+        url = f"http://127.0.0.1:{port}/mcp"
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        async with httpx2.AsyncClient() as plain:
+            for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}):
+                response = await plain.post(url, json=body, headers=headers)
+                assert response.status_code == 401, (headers, response.text)
+        client = httpx2.AsyncClient(headers={"Authorization": "Bearer s3cret-token"})
+        async with (
+            client,
+            streamable_http_client(url, http_client=client) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            listed = await session.list_tools()
+            assert [tool.name for tool in listed.tools] == ["run_python"]
+            result = await session.call_tool("run_python", {"code": "print('over http')\n6 * 7"})
+            assert result.structured_content is not None
+            assert result.structured_content["value"] == 42, text_of(result)
+            assert "over http" in text_of(result)
+        process.send_signal(signal.SIGTERM)
+        assert await trio.to_thread.run_sync(lambda: process.wait(timeout=10)) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=30)
+
+
+def test_a_bind_beyond_loopback_needs_a_token_file(capsys: pytest.CaptureFixture[str]) -> None:
+    """--http 0.0.0.0:PORT without --token-file refuses to start (exit 2, saying why)."""
+    assert main(["serve", "--http", "0.0.0.0:8765"]) == 2
+    assert "--token-file" in capsys.readouterr().err
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process under ``pid`` (from /proc's children lists)."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        for task in pathlib.Path(f"/proc/{parent}/task").glob("*"):
+            try:
+                children = (task / "children").read_text().split()
+            except OSError:
+                continue
+            for child in map(int, children):
+                if child not in found:
+                    found.add(child)
+                    todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+async def test_sigterm_drains_answers_every_call_and_leaves_no_child(
+    tmp_path: pathlib.Path,
+) -> None:
+    """SIGTERM during two runs: the short one finishes and is answered, the endless one is
+    cancelled at --drain-s and answered with an error, a new call is refused, and the server
+    exits 0 within its deadline with no process of its own left."""
+    process = subprocess.Popen(
+        [*SERVE, "--workspace", str(tmp_path), "--mcp", CATALOG, "--drain-s", "1.5"],
+        env=serve_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    stdin, stdout = process.stdin, process.stdout
+
+    def send(message: dict[str, Any]) -> None:
+        stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+        stdin.flush()
+
+    def receive(wanted: int) -> dict[str, Any]:
+        while True:
+            line = stdout.readline()
+            assert line, process.communicate()
+            message: dict[str, Any] = json.loads(line)
+            if message.get("id") == wanted:
+                return message
+
+    def call(n: int, code: str) -> None:
+        params = {"name": "run_python", "arguments": {"code": code}}
+        send({"id": n, "method": "tools/call", "params": params})
+
+    try:
+        info = {"name": "test", "version": "0"}
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": info}
+        send({"id": 1, "method": "initialize", "params": init})
+        await trio.to_thread.run_sync(receive, 1)
+        send({"method": "notifications/initialized"})
+        call(2, "import asyncio\nawait asyncio.sleep(0.6)\n'short'")
+        call(3, "while True:\n    pass")
+        await trio.sleep(0.4)
+        below = descendants(process.pid)
+        assert below, "no child processes seen"
+        process.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        await trio.sleep(0.1)
+        call(4, "1")
+        answers = {n: await trio.to_thread.run_sync(receive, n) for n in (4, 2, 3)}
+        assert answers[2]["result"]["structuredContent"]["value"] == "short", answers[2]
+        assert answers[3]["result"]["isError"] and "shut" in json.dumps(answers[3]), answers[3]
+        assert answers[4]["result"]["isError"] and "shut" in json.dumps(answers[4]), answers[4]
+        code = await trio.to_thread.run_sync(lambda: process.wait(timeout=10))
+        assert code == 0, process.communicate()
+        assert time.monotonic() - signalled < 1.5 + 3
+        assert not [pid for pid in below if alive(pid)], below
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=10)
