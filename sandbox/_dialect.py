@@ -61,6 +61,14 @@ class PendingCall:
         object.__setattr__(self, "_args", args)
         object.__setattr__(self, "_done", False)
 
+    @property
+    def tool_name(self) -> str:
+        return self._name
+
+    @property
+    def claimed(self) -> bool:
+        return self._done
+
     def claim(self) -> tuple[str, dict[str, Any]]:
         """Take the call to make it; a call is made at most once."""
         if self._done:

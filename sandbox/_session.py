@@ -70,6 +70,9 @@ _FLUSH_BYTES: Final = 8192
 _FLUSH_SECONDS: Final = 0.05
 
 
+_MAX_PENDING_NOTED: Final = 10_000
+"""Pending calls a run keeps track of, to name those never awaited at its end."""
+
 class ToolError(Exception):
     """Raised in a script when a tool call fails; its message is the error's text."""
 
@@ -167,6 +170,7 @@ class Session:
         self.stopped: BaseException | None = None  # a LimitExceeded or HostGone, sticky
         self.limit_error: RunError | None = None  # what stopped a run, as the session saw it
         self.awaiting = False  # the script uses await: tool calls are pending until awaited
+        self.pending_calls: list[_dialect.PendingCall] = []  # the pending calls made, in order
 
     # -- globals -------------------------------------------------------------------------------
 
@@ -354,7 +358,10 @@ class Session:
         """
         tool, plain = self._arguments(name, args, kwargs)
         if self.awaiting:
-            return _dialect.pending(self, tool, plain)
+            call = _dialect.pending(self, tool, plain)
+            if len(self.pending_calls) < _MAX_PENDING_NOTED:
+                self.pending_calls.append(call)
+            return call
         return self.call_now(tool, plain)
 
     def call_now(self, tool: str, plain: dict[str, Any]) -> Any:
@@ -491,6 +498,7 @@ class Session:
         if self.limit_error is not None:
             outcome = self.limit_error
         try:
+            self._note_never_awaited()
             self.flush()
         except (LimitExceeded, HostGone):
             return
@@ -498,6 +506,18 @@ class Session:
             self._send_last(outcome)
             return
         self._send_last(self._done(outcome[0]))
+
+    def _note_never_awaited(self) -> None:
+        """Say which tool calls the script made pending and never awaited (they were never
+        made), as Python warns of a coroutine never awaited."""
+        names = [call.tool_name for call in self.pending_calls if not call.claimed]
+        self.pending_calls.clear()
+        if names:
+            listed = ", ".join(repr(name) for name in sorted(set(names)))
+            self.emit(
+                f"note: {len(names)} tool call(s) never awaited, so never made: {listed} "
+                "(in a script that uses await, await each call)\n"
+            )
 
     def _done(self, value: Any) -> Done:
         limit = min(self._limits.max_value_bytes, self._limits.max_message_bytes // 4 - 256)

@@ -145,3 +145,13 @@ async def test_async_for_and_with_stay_refused(bridge: Bridge) -> None:
                    "async def f(x):\n    async with x:\n        pass\n"):  # fmt: skip
         result = await bridge.run(source)
         assert result.error is not None and result.error.ending == "ScriptRejected", source
+
+
+async def test_a_call_never_awaited_is_named_in_the_output(bridge: Bridge) -> None:
+    """As Python warns of a coroutine never awaited, a tool call a dialect script never awaits
+    is not made, and the run's output says so (naming the tool)."""
+    bridge.add_tool(python_tool(lambda v: v, name="echo"))
+    source = "r = await call_tool('echo', {'v': 1})\ntools.echo(v=2)\nreturn r['data']\n"
+    result = await bridge.run(source)
+    assert result.ok and result.value == 1 and result.tool_calls == 1, result
+    assert "never awaited" in result.stdout and "'echo'" in result.stdout, result.stdout
