@@ -73,6 +73,7 @@ _FLUSH_SECONDS: Final = 0.05
 _MAX_PENDING_NOTED: Final = 10_000
 """Pending calls a run keeps track of, to name those never awaited at its end."""
 
+
 class ToolError(Exception):
     """Raised in a script when a tool call fails; its message is the error's text."""
 
