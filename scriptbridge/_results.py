@@ -23,12 +23,10 @@ from ._exceptions import (
     ScriptFailed,
     ScriptRejected,
 )
-from .markers import well_formed
+from .markers import one_line, well_formed
 
 __all__ = ["ScriptError", "ScriptResult", "error_from_child", "json_safe"]
 
-SETUP_REASON_MAX_CHARS: Final = 500
-"""Characters kept of a child's reason for not starting (its first line)."""
 
 _SCRIPT_ENDINGS: Final = frozenset({Ending.ScriptRejected, Ending.ScriptFailed})
 _HOST_ENDING_NAMES: Final = frozenset(e.value for e in Ending if e not in _SCRIPT_ENDINGS)
@@ -228,9 +226,7 @@ def error_from_child(error: RunError) -> ScriptError:
         case "limit":
             ending = Ending(error.type)  # the message's own check: it names a limit
         case "setup":
-            stripped = error.message.strip()
-            first = stripped.splitlines()[0] if stripped else "it failed"
-            reason = well_formed(first[:SETUP_REASON_MAX_CHARS])
+            reason = one_line(error.message)
             return ScriptError(ending=Ending.SandboxCrashed, message=f"couldn't start: {reason}")
         case _:
             assert_never(error.phase)

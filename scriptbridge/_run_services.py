@@ -41,11 +41,10 @@ from ._run_state import RunState, ToolProgress
 from ._tool_table import Tool, ToolTable
 from ._tools import InvalidArguments
 
-__all__ = ["RunServices", "one_line"]
+__all__ = ["RunServices"]
 
 log = logging.getLogger("scriptbridge.supervisor")
 
-REASON_MAX_CHARS: Final = 500
 TOOL_ERROR_MAX_CHARS: Final = 100_000
 
 Ingest = Callable[[object, str | None], list[ReferenceRecord]]
@@ -129,10 +128,10 @@ class RunServices:
         try:
             result = await self._call_tool(tool, args)
         except (ToolServerError, InvalidArguments) as exc:  # their own lines say it all
-            return False, one_line(str(exc))
+            return False, markers.one_line(str(exc))
         except Exception as exc:
             log.info("run %s: tool %s raised %s", self._run.id, name, type(exc).__name__)
-            return False, one_line(f"{type(exc).__name__}: {exc}")
+            return False, markers.one_line(f"{type(exc).__name__}: {exc}")
         finally:
             progress_reporter.reset(reporting)
             shown.pop(key, None)
@@ -193,9 +192,3 @@ class RunServices:
             log.error("run %s: couldn't link %s: %s", run.id, outcome.path, exc)
             return FetchResult(call_id=call_id, unfetchable=markers.WORKSPACE_FAILED)
         return FetchResult(call_id=call_id, saved_to=saved_to)
-
-
-def one_line(text: str) -> str:
-    """The first line of ``text``, cut to :data:`REASON_MAX_CHARS` and made well formed."""
-    line = text.strip().splitlines()[0] if text.strip() else "it failed"
-    return markers.well_formed(line[:REASON_MAX_CHARS])

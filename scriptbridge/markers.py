@@ -45,6 +45,7 @@ __all__ = [
     "NO_SCHEME",
     "NO_SERVER",
     "PAYLOAD_NEVER",
+    "REASON_MAX_CHARS",
     "REDIRECT_SCHEME",
     "REFERENCE_NO_LINK",
     "REFERENCE_UNREGISTERED",
@@ -71,6 +72,7 @@ __all__ = [
     "inline_no_data",
     "is_clean",
     "length_mismatch",
+    "one_line",
     "over_cap",
     "over_declared",
     "reference_stub",
@@ -104,6 +106,18 @@ MEDIA_TYPE_MAX_CHARS: Final = 100
 
 _KIB: Final = 1024
 _MIB: Final = 1024 * 1024
+
+
+REASON_MAX_CHARS: Final = 500
+"""Where :func:`one_line` cuts a reason."""
+
+
+def one_line(text: str) -> str:
+    """The first line of ``text`` (``"it failed"`` when it has none), cut to
+    :data:`REASON_MAX_CHARS` and made well formed: how a failure's reason reaches a script."""
+    stripped = text.strip()
+    line = stripped.splitlines()[0] if stripped else "it failed"
+    return well_formed(line[:REASON_MAX_CHARS])
 
 
 def well_formed(text: str) -> str:
