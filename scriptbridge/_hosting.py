@@ -22,6 +22,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, TypeVar
@@ -38,6 +39,7 @@ from ._tools import PythonTool
 __all__ = ["AsyncioHost", "Host", "ThreadHost", "TrioHost", "open_host"]
 
 T = TypeVar("T")
+log = logging.getLogger("scriptbridge.supervisor")
 
 Lifetime = Callable[[], AbstractAsyncContextManager[object]]
 """Makes the bridge's trio side: entered once to open it, left once to close it."""
@@ -54,6 +56,11 @@ class Host(Protocol):
 
     async def call_tool(self, tool: Tool, arguments: dict[str, Any]) -> Any:
         """Call ``tool`` from the trio side, on the host's own loop where it belongs."""
+
+    def listener(self, fn: Callable[[str], object]) -> Callable[[str], None]:
+        """``fn`` made callable from the trio side: each call runs ``fn`` on the host's loop
+        (at once under trio and in a SyncBridge's thread, soon on an asyncio loop); what it
+        raises is logged, never passed on."""
 
     async def close(self) -> None:
         """Close the bridge's trio side and whatever this host started."""
@@ -101,6 +108,9 @@ class TrioHost:
 
     async def call_tool(self, tool: Tool, arguments: dict[str, Any]) -> Any:
         return await tool.call(arguments)
+
+    def listener(self, fn: Callable[[str], object]) -> Callable[[str], None]:
+        return _guarded(fn)
 
     async def close(self) -> None:
         await self._lifetime.__aexit__(None, None, None)
@@ -163,6 +173,9 @@ class ThreadHost:
     async def call_tool(self, tool: Tool, arguments: dict[str, Any]) -> Any:
         return await tool.call(arguments)
 
+    def listener(self, fn: Callable[[str], object]) -> Callable[[str], None]:
+        return _guarded(fn)
+
     async def close(self) -> None:
         raise ScriptBridgeError("this bridge belongs to a SyncBridge: close that")
 
@@ -199,5 +212,26 @@ class AsyncioHost(ThreadHost):
             return await run_on_loop(self.loop, tool.call(arguments))
         return await tool.call(arguments)
 
+    def listener(self, fn: Callable[[str], object]) -> Callable[[str], None]:
+        guarded, loop = _guarded(fn), self.loop
+
+        def soon(text: str) -> None:
+            with contextlib.suppress(RuntimeError):  # the host's loop is closed: nobody hears
+                loop.call_soon_threadsafe(guarded, text)
+
+        return soon
+
     async def close(self) -> None:
         await self.loop.run_in_executor(None, self.close_blocking)
+
+
+def _guarded(fn: Callable[[str], object]) -> Callable[[str], None]:
+    """``fn``, whose exceptions are logged and dropped."""
+
+    def call(text: str) -> None:
+        try:
+            fn(text)
+        except Exception:
+            log.warning("a run's on_output callback raised", exc_info=True)
+
+    return call

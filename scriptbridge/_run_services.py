@@ -41,7 +41,7 @@ from ._run_state import RunState, ToolProgress
 from ._tool_table import Tool, ToolTable
 from ._tools import InvalidArguments
 
-__all__ = ["RunServices"]
+__all__ = ["RunServices", "call_and_ingest"]
 
 log = logging.getLogger("scriptbridge.supervisor")
 
@@ -57,6 +57,22 @@ CallTool = Callable[[Tool, dict[str, Any]], Awaitable[Any]]
 
 async def _call_here(tool: Tool, arguments: dict[str, Any]) -> Any:
     return await tool.call(arguments)
+
+
+async def call_and_ingest(
+    tool: Tool, args: dict[str, Any], call_tool: CallTool, ingest: Ingest
+) -> tuple[bool, Any]:
+    """Call ``tool`` where it belongs and ingest its result: (True, the result), or (False, a
+    one-line reason) when the tool raised. Its marks have landed when this returns."""
+    try:
+        result = await call_tool(tool, args)
+    except (ToolServerError, InvalidArguments) as exc:  # their own lines say it all
+        return False, markers.one_line(str(exc))
+    except Exception as exc:
+        log.info("tool %s raised %s", tool.name, type(exc).__name__)
+        return False, markers.one_line(f"{type(exc).__name__}: {exc}")
+    ingest(result, tool.server)  # marks land before anything is awaited
+    return True, result
 
 
 class RunServices:
@@ -126,17 +142,10 @@ class RunServices:
 
         reporting = progress_reporter.set(report)
         try:
-            result = await self._call_tool(tool, args)
-        except (ToolServerError, InvalidArguments) as exc:  # their own lines say it all
-            return False, markers.one_line(str(exc))
-        except Exception as exc:
-            log.info("run %s: tool %s raised %s", self._run.id, name, type(exc).__name__)
-            return False, markers.one_line(f"{type(exc).__name__}: {exc}")
+            return await call_and_ingest(tool, args, self._call_tool, self._ingest)
         finally:
             progress_reporter.reset(reporting)
             shown.pop(key, None)
-        self._ingest(result, tool.server)  # marks land before anything is awaited
-        return True, result
 
     def _answer(self, name: str, ok: bool, result: Any) -> tuple[bool, Any]:
         """What the script gets for an invoked call: its view, rendered now against every mark

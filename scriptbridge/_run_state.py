@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import trio
@@ -12,7 +13,7 @@ from sandbox.protocol import Carry, CarryIn, Ending, carry_bytes
 from ._exceptions import ProtocolViolation
 from ._limits import Limits
 
-__all__ = ["RunEnded", "RunProgress", "RunState", "ToolProgress"]
+__all__ = ["RunEnded", "RunProgress", "RunState", "ToolProgress", "Watch"]
 
 
 class RunEnded(Exception):
@@ -22,6 +23,15 @@ class RunEnded(Exception):
         super().__init__(message)
         self.ending = ending
         self.message = message
+
+
+@dataclass(frozen=True)
+class Watch:
+    """What a host asked to hear of one run: its ``label`` in progress snapshots, and each
+    piece of printed text as it comes (``on_output``, on the host's loop)."""
+
+    label: str | None = None
+    on_output: Callable[[str], object] | None = None
 
 
 @dataclass
@@ -56,6 +66,10 @@ class RunState:
     """For a step of a session: what carries into it (``None``: a lone run)."""
     carry_out: Carry | None = None
     """For a step of a session: what its child said carries out of it."""
+    label: str | None = None
+    """The host's name for the run, shown in its progress."""
+    on_output: Callable[[str], None] | None = None
+    """Hears each piece of printed text it keeps, as it is kept (must not raise)."""
 
     def keep_carry(self, carry: Carry) -> None:
         """Keep a step's carry-out; ``ProtocolViolation`` when this run isn't a session's step,
@@ -83,14 +97,19 @@ class RunState:
         room = self.limits.max_output_bytes - self.stdout_bytes
         data = text.encode("utf-8", "replace")
         if len(data) > room:
-            self.stdout.append(data[: max(room, 0)].decode("utf-8", "ignore"))
+            self._keep(data[: max(room, 0)].decode("utf-8", "ignore"))
             self.stdout_bytes = self.limits.max_output_bytes
             raise RunEnded(
                 Ending.OutputExceeded,
                 f"the script printed more than {self.limits.max_output_bytes} bytes",
             )
-        self.stdout.append(text)
+        self._keep(text)
         self.stdout_bytes += len(data)
+
+    def _keep(self, text: str) -> None:
+        self.stdout.append(text)
+        if self.on_output is not None and text:
+            self.on_output(text)
 
     def count_calls(self, count: int) -> None:
         """Count ``count`` tool calls; past ``max_tool_calls`` the run ends (``RunEnded``)."""
@@ -109,6 +128,7 @@ class RunState:
             self.fetches,
             self.fetching,
             tuple(self.tool_progress.values()),
+            self.label,
         )
 
 
@@ -134,3 +154,5 @@ class RunProgress:
     """A payload is being fetched for it right now."""
     tool_progress: tuple[ToolProgress, ...] = ()
     """What its tool calls in flight last said of their progress, if they said anything."""
+    label: str | None = None
+    """The name the host gave the run (``Bridge.run(label=...)``), if it gave one."""

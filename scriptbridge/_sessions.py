@@ -34,7 +34,7 @@ keeps only when the step's result is ``ok``. Guarantees:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import trio
@@ -44,7 +44,7 @@ from sandbox.protocol import CARRY_MAX_BYTES, CarryIn
 from ._exceptions import ScriptBridgeError
 from ._limits import Limits
 from ._results import ScriptResult
-from ._run_state import RunState
+from ._run_state import RunState, Watch
 
 if TYPE_CHECKING:
     from ._supervisor import Bridge
@@ -138,22 +138,33 @@ class BridgeSession:
         state = self._state
         return {} if state is None else self._bridge._sync(lambda: dict(state.globals))
 
-    async def run(self, source: str, *, inputs: Mapping[str, Any] | None = None) -> ScriptResult:
+    async def run(
+        self,
+        source: str,
+        *,
+        inputs: Mapping[str, Any] | None = None,
+        label: str | None = None,
+        on_output: Callable[[str], object] | None = None,
+    ) -> ScriptResult:
         """Run one step in a fresh child, starting from what earlier successful steps left.
 
-        Returns and raises as :meth:`Bridge.run` does; also ``ScriptBridgeError`` when the
-        session isn't open. A step started while another runs waits for it first.
+        Returns and raises as :meth:`Bridge.run` does (``label`` and ``on_output`` as there);
+        also ``ScriptBridgeError`` when the session isn't open. A step started while another
+        runs waits for it first.
         """
-        return await self._bridge._live().call(self._step, source, inputs)
+        watch = Watch(label, on_output)
+        return await self._bridge._live().call(self._step, source, inputs, watch)
 
-    async def _step(self, source: str, inputs: Mapping[str, Any] | None) -> ScriptResult:
+    async def _step(
+        self, source: str, inputs: Mapping[str, Any] | None, watch: Watch | None = None
+    ) -> ScriptResult:
         state = self._state
         if state is None:
             raise ScriptBridgeError("open the session (async with) before running steps")
         async with state.lock:
             if not state.open:
                 raise ScriptBridgeError("the session was closed")
-            return await self._bridge._run(source, inputs, self._limits, self._tools, state)
+            return await self._bridge._run(source, inputs, self._limits, self._tools, state, watch)
 
 
 class SyncBridgeSession:
@@ -182,7 +193,15 @@ class SyncBridgeSession:
         """:attr:`BridgeSession.variables`."""
         return self._session.variables
 
-    def run(self, source: str, *, inputs: Mapping[str, Any] | None = None) -> ScriptResult:
-        """:meth:`BridgeSession.run`, blocking."""
+    def run(
+        self,
+        source: str,
+        *,
+        inputs: Mapping[str, Any] | None = None,
+        label: str | None = None,
+        on_output: Callable[[str], object] | None = None,
+    ) -> ScriptResult:
+        """:meth:`BridgeSession.run`, blocking (``on_output`` is called in the bridge's
+        thread)."""
         host = self._sync_bridge._live()
-        return host.call_blocking(self._session._step, source, inputs)
+        return host.call_blocking(self._session._step, source, inputs, Watch(label, on_output))

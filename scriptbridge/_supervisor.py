@@ -50,6 +50,7 @@ import trio
 from sandbox import ChildExit, ZygoteError
 from sandbox.protocol import Ending, check_plain
 
+from . import lanes
 from ._conversation import NO_ENDING, serve_child, start_message
 from ._exceptions import ScriptBridgeError
 from ._fetcher import ReferenceFetcher
@@ -58,10 +59,11 @@ from ._launcher import Child, Launcher, ZygoteLauncher, exit_error
 from ._limits import Limits
 from ._mcp import McpServer
 from ._registry import ReferenceRecord, ReferenceRegistry
+from ._result_dict import result_dict
 from ._results import ScriptError, ScriptResult
 from ._run_dirs import RunDir, RunDirs
-from ._run_services import RunServices
-from ._run_state import RunProgress, RunState
+from ._run_services import RunServices, call_and_ingest
+from ._run_state import RunProgress, RunState, Watch
 from ._sessions import BridgeSession, SessionState
 from ._stubs import render_stubs
 from ._tool_spec import ToolSpec
@@ -194,15 +196,7 @@ class Bridge:
     async def _add_server(self, server: McpServer) -> None:
         if self._nursery is None:
             raise ScriptBridgeError("open the Bridge (async with) before adding servers")
-        if server.name in self._servers:
-            raise ValueError(
-                f"server name {server.name!r} is taken: give each server a name of its own"
-            )
-        if not SERVER_NAME.fullmatch(server.name):
-            raise ValueError(
-                f"not a usable server name: {server.name!r} (1-64 of A-Z a-z 0-9 _ -, "
-                "not starting with a digit or -)"
-            )
+        _check_server_name(server.name, self._servers)
         await server.open(self._nursery)
         try:
             self._tools.add(McpTool(server, tool) for tool in server.tools)
@@ -234,6 +228,13 @@ class Bridge:
 
     # --- the host's own view of results -----------------------------------------------------
 
+    async def call_tool(self, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Call one offered tool for the host's model, not a script; ingest its result first.
+        Returns an MCP ``CallToolResult`` dict: ``content`` is its live lane (``lanes.live_copy``;
+        a text fallback as one text block), ``isError`` is kept (a raise gives its one-line
+        reason). Raises ``ValueError`` for a name not offered."""
+        return await self._live().call(_model_call, self, name, dict(arguments))
+
     def ingest(self, result: object, *, server: str | None) -> list[ReferenceRecord]:
         """Register a result's references and apply its never marks (synchronously), and start
         the eager pass on them when it is on. Returns the records it registered."""
@@ -259,12 +260,17 @@ class Bridge:
         inputs: Mapping[str, Any] | None = None,
         limits: Limits | None = None,
         tools: Sequence[str] | None = None,
+        label: str | None = None,
+        on_output: Callable[[str], object] | None = None,
     ) -> ScriptResult:
         """Run one script in a fresh sandbox child and return how it ended.
 
         When this returns or raises, the child has exited and been reaped, and the run's
         ``refs/`` is gone. Never raises for anything the script or the child does. ``tools``
-        offers only those tools to this run (``None``: every tool).
+        offers only those tools to this run (``None``: every tool). ``label`` names the run in
+        :meth:`progress`. ``on_output`` hears what the script prints while it runs, in order,
+        each piece as it reaches the host (the pieces join to the result's ``stdout``), on the
+        host's loop (in a SyncBridge's thread); what it raises is logged and ignored.
 
         Raises:
             ScriptBridgeError: the bridge isn't open.
@@ -274,7 +280,8 @@ class Bridge:
             trio.Cancelled, asyncio.CancelledError: the caller was cancelled (the child is
                 killed and reaped first).
         """
-        return await self._live().call(self._run, source, inputs, limits, tools)
+        watch = Watch(label, on_output)
+        return await self._live().call(self._run, source, inputs, limits, tools, None, watch)
 
     def session(
         self, tools: Sequence[str] | None = None, limits: Limits | None = None
@@ -292,18 +299,14 @@ class Bridge:
         limits: Limits | None,
         tools: Sequence[str] | None,
         session: SessionState | None = None,
+        watch: Watch | None = None,
     ) -> ScriptResult:
         if self._nursery is None:
             raise ScriptBridgeError("open the Bridge (async with) before running scripts")
-        try:
-            check_plain(dict(inputs or {}))
-        except ValueError as exc:
-            raise ValueError(f"inputs must be plain data: {exc}") from exc
+        _check_inputs(inputs)
         table = self._tools if tools is None else self._tools.only(tools)
         started = time.perf_counter()
-        run = RunState(id=secrets.token_hex(8), limits=limits or self.limits)
-        if session is not None:
-            session.seed(run)
+        run = _new_run(limits or self.limits, session, watch, self._live())
         run_dir = self._dirs.for_run(run.id)
         self._runs[run.id] = run
         child: Child | None = None
@@ -326,6 +329,52 @@ class Bridge:
                 run_dir.finish()
         result = _result(run, run_dir, value, error, status, time.perf_counter() - started)
         return result if session is None else session.end(run, result)
+
+
+def _check_inputs(inputs: Mapping[str, Any] | None) -> None:
+    try:
+        check_plain(dict(inputs or {}))
+    except ValueError as exc:
+        raise ValueError(f"inputs must be plain data: {exc}") from exc
+
+
+def _new_run(
+    limits: Limits, session: SessionState | None, watch: Watch | None, host: Host
+) -> RunState:
+    """A run's state: a fresh id, its limits, what its session carries into it, and what the
+    host asked to hear of it (its output reaches the host's loop)."""
+    run = RunState(id=secrets.token_hex(8), limits=limits)
+    if watch is not None:
+        run.label = watch.label
+        if watch.on_output is not None:
+            run.on_output = host.listener(watch.on_output)
+    if session is not None:
+        session.seed(run)
+    return run
+
+
+async def _model_call(bridge: Bridge, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    tool = bridge._tools.get(name)
+    if tool is None:
+        raise ValueError(f"no tool is named {name!r}")
+    ok, answer = await call_and_ingest(tool, arguments, bridge._live().call_tool, bridge._ingest)
+    if not ok:
+        return {"content": [{"type": "text", "text": answer}], "isError": True}
+    shown = lanes.live_copy(answer, bridge.registry)
+    content = [{"type": "text", "text": shown}] if isinstance(shown, str) else shown
+    top = result_dict(answer)
+    return {"content": content, "isError": top is not None and top.get("isError") is True}
+
+
+def _check_server_name(name: str, taken: Mapping[str, object]) -> None:
+    """``ValueError`` for a server name that is taken or that scripts couldn't use."""
+    if name in taken:
+        raise ValueError(f"server name {name!r} is taken: give each server a name of its own")
+    if not SERVER_NAME.fullmatch(name):
+        raise ValueError(
+            f"not a usable server name: {name!r} (1-64 of A-Z a-z 0-9 _ -, "
+            "not starting with a digit or -)"
+        )
 
 
 async def _serve(

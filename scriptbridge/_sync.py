@@ -11,7 +11,7 @@ here (use trio- or anyio-compatible code, or a sync function, which runs in a wo
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ._exceptions import ScriptBridgeError
@@ -21,7 +21,7 @@ from ._limits import Limits
 from ._mcp import McpServer
 from ._registry import ReferenceRecord
 from ._results import ScriptResult
-from ._run_state import RunProgress
+from ._run_state import RunProgress, Watch
 from ._sessions import SyncBridgeSession
 from ._supervisor import Bridge
 from ._tool_spec import ToolSpec
@@ -91,9 +91,15 @@ class SyncBridge:
         inputs: Mapping[str, Any] | None = None,
         limits: Limits | None = None,
         tools: Sequence[str] | None = None,
+        label: str | None = None,
+        on_output: Callable[[str], object] | None = None,
     ) -> ScriptResult:
-        """:meth:`Bridge.run`, blocking; safe to call from many threads at once."""
-        return self._live().call_blocking(self.bridge._run, source, inputs, limits, tools)
+        """:meth:`Bridge.run`, blocking; safe to call from many threads at once
+        (``on_output`` is called in the bridge's thread)."""
+        watch = Watch(label, on_output)
+        return self._live().call_blocking(
+            self.bridge._run, source, inputs, limits, tools, None, watch
+        )
 
     def session(
         self, tools: Sequence[str] | None = None, limits: Limits | None = None

@@ -144,3 +144,36 @@ async def test_fetches_are_bounded_per_run_and_failures_remembered(
     assert missing == missing_again != "refs"
     assert refused == markers.fetch_limit(3)
     assert payloads.hits["/missing.txt"] == 1 and payloads.hits["/p2.txt"] == 0
+
+
+async def test_call_tool_gives_the_host_the_models_live_lane(
+    bridge: Bridge, payloads: LoopbackServer
+) -> None:
+    """``Bridge.call_tool`` ingests first and answers with the live lane: a link a mark of the
+    same result names shows its stub (no uri), later runs' fetches of it are refused, a tool
+    that raises is an error result with its reason, and an unknown name is a ValueError."""
+    uri = payloads.url("/p1.txt")
+
+    def leaky() -> dict[str, Any]:
+        link = {"type": "resource_link", "uri": f"HTTP://127.0.0.1:{payloads.port}/./p1.txt"}
+        return {"content": [{**link, "name": "p1.txt"}, *never(uri)["content"]]}
+
+    def broken() -> dict[str, Any]:
+        raise RuntimeError("the tool broke")
+
+    bridge.add_tool(python_tool(leaky))
+    bridge.add_tool(python_tool(broken))
+    shown = await bridge.call_tool("leaky", {})
+    assert shown["isError"] is False
+    text = repr(shown)
+    assert "p1.txt" in text and markers.PAYLOAD_NEVER in text
+    assert str(payloads.port) not in text and "payload 1" not in text, text
+    assert bridge.registry.is_marked(uri)
+    failed = await bridge.call_tool("broken", {})
+    assert failed == {
+        "content": [{"type": "text", "text": "RuntimeError: the tool broke"}],
+        "isError": True,
+    }
+    with pytest.raises(ValueError, match="no tool"):
+        await bridge.call_tool("missing", {})
+    assert payloads.hits["/p1.txt"] == 0

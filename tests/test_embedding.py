@@ -147,6 +147,42 @@ async def many_at_once(bridge: Bridge, backend: str) -> None:
     assert {n: r.value for n, r in results.items()} == {n: n * 2 for n in range(20)}
 
 
+async def output_as_it_comes(bridge: Bridge, backend: str) -> None:
+    """``on_output`` hears what a script prints while it runs, in order, on the host's loop,
+    all of it joining to the result's stdout; ``label`` names the run in ``progress()``."""
+    heard: list[str] = []
+    labels: list[str | None] = []
+
+    def hear(text: str) -> None:
+        if backend == "asyncio":
+            asyncio.get_running_loop()  # raises unless this runs on the host's asyncio loop
+        heard.append(text)
+        labels.extend(run.label for run in bridge.progress())
+
+    def noisy(text: str) -> None:
+        raise RuntimeError("a host callback that fails is logged, not fatal")
+
+    set_event, wait_event = host_event(backend)
+
+    async def gate() -> bool:
+        return await wait_event()
+
+    bridge.add_tool(python_tool(gate))
+    async with anyio.create_task_group() as group:
+        group.start_soon(_set_when, heard, set_event)
+        result = await bridge.run(
+            "print('first')\ntools.gate()\nprint('second', end='')\n1\n",
+            label="call-7",
+            on_output=hear,
+        )
+    assert result.ok, result.error
+    assert "".join(heard) == result.stdout == "first\nsecond"
+    assert heard[0] == "first\n"  # heard before the tool call returned: while it ran
+    assert labels and set(labels) == {"call-7"}, labels
+    failing = await bridge.run("print('x')\n2\n", on_output=noisy)
+    assert failing.ok and failing.value == 2 and failing.stdout == "x\n"
+
+
 NEEDS_SERVERS = {servers_fetch_and_never}
 
 SCENARIOS = [
@@ -155,6 +191,7 @@ SCENARIOS = [
     limits_hold,
     cancelled_by_the_host,
     many_at_once,
+    output_as_it_comes,
 ]
 
 
