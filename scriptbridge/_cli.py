@@ -113,6 +113,12 @@ def _parser() -> argparse.ArgumentParser:
         help="with --http: every request must carry Authorization: Bearer <F's first line>",
     )
     serve.add_argument(
+        "--expose-tools",
+        action="store_true",
+        help="also offer the tools themselves beside run_python (their results as a model sees "
+        "them)",
+    )
+    serve.add_argument(
         "--print-config",
         choices=["claude", "cursor"],
         help="print the JSON a desktop client needs to start this server, and exit",
@@ -308,6 +314,7 @@ async def _serve(args: argparse.Namespace) -> int:
             max_concurrent=args.max_concurrent,
             max_queued=args.max_queued,
             session_idle_s=args.session_idle,
+            expose_tools=args.expose_tools,
         )
         if where is None:
             await server.serve_stdio(drain_s=args.drain_s)

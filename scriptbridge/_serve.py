@@ -13,6 +13,12 @@ and message, then the files it wrote to ``out/``), ``structuredContent`` with th
 :class:`~scriptbridge.ScriptResult` as JSON, and ``isError`` when the run didn't end ``ok``.
 Images a script's tools returned are not forwarded.
 
+With ``expose_tools``, every tool the bridge offers is also listed beside ``run_python``, as
+the bridge names it (``server.tool``), with its description and input schema and no output
+schema: a call goes through :meth:`~scriptbridge.Bridge.call_tool`, so its result is ingested
+first and the client gets the model's live lane of it (text and images; a never-marked
+reference as its stub, never its uri or payload; no ``structuredContent``).
+
 Guarantees:
 
 - Over HTTP (:meth:`RunPythonServer.serve_http`), with a token every request must carry
@@ -25,8 +31,14 @@ Guarantees:
   and reaps the child before the call ends, well within a second.
 - When the client sent a progress token, ``notifications/progress`` comes every
   :data:`PROGRESS_EVERY_S` while the script runs: ``progress`` is the seconds elapsed, and the
-  message says the elapsed time and the tool calls and fetches made so far. What the script
-  prints is known only when it ends, so the last printed line is not in it.
+  message says the elapsed time, the tool calls and fetches its run made so far, and the last
+  line it printed.
+- What a script prints comes as ``notifications/message`` at level ``info`` (logger
+  ``run_python``) while it runs, in order, before the call's answer: at most every
+  :data:`PRINTED_EVERY_S`, each piece at most :data:`PRINTED_PIECE_CHARS` characters. On a
+  connection that opts in per request (2026-07-28 and later) only a request that opted in to
+  ``info`` hears it; on older ones ``logging/setLevel`` above ``info`` silences it, for every
+  client of this server (the SDK gives its handler no per-connection state).
 - ``session_id`` names a :class:`~scriptbridge.BridgeSession`: plain globals and top-level
   definitions carry from one successful call to the next. A session idle for
   ``session_idle_s`` is closed; at most ``max_sessions`` (:data:`MAX_SESSIONS` by default)
@@ -37,10 +49,12 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import itertools
 import math
 import os
 import signal
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import FrameType
@@ -52,6 +66,7 @@ import uvicorn
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPDeprecationWarning
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ._results import ScriptResult
@@ -60,6 +75,11 @@ from ._sessions import BridgeSession
 from ._supervisor import Bridge
 
 __all__ = ["MAX_SESSIONS", "PROGRESS_EVERY_S", "BearerGate", "RunPythonServer"]
+
+# Logging (notifications/message, logging/setLevel) is deprecated as of MCP 2026-07-28, yet it
+# is how every client before that hears a run's output: the SDK's warning about it, raised at
+# this module's calls, is not for the user of this server.
+warnings.filterwarnings("ignore", category=MCPDeprecationWarning, module=__name__)
 
 TOOL_NAME: Final = "run_python"
 PROGRESS_EVERY_S: Final = 0.5
@@ -71,6 +91,22 @@ MAX_SESSIONS: Final = 256
 PRINTED_MAX_CHARS: Final = 20_000
 """Characters of a script's printed output put in the text content (all of it is in
 ``structuredContent``)."""
+PRINTED_EVERY_S: Final = 0.1
+"""How often printed output is sent on as ``notifications/message`` (at most)."""
+PRINTED_PIECE_CHARS: Final = 16_000
+"""The most characters of printed output one ``notifications/message`` carries."""
+LAST_LINE_CHARS: Final = 200
+"""The most characters of the last printed line a progress message shows."""
+LOG_LEVELS: Final = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
 
 DESCRIPTION: Final = """\
 Run a Python script in a fresh, restricted sandbox and get back what it printed and its value \
@@ -88,6 +124,16 @@ a dict: its `data` (structured output), `content` (blocks) and `isError`. Write 
 The tools a script can call:
 
 """
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One call's step of a session: what to run and what to hear of it."""
+
+    code: str
+    inputs: dict[str, Any] | None
+    label: str
+    on_output: Callable[[str], object]
 
 
 @dataclass
@@ -140,6 +186,38 @@ class _StdinLines:
         return line.decode("utf-8", "replace")
 
 
+class _Printed:
+    """What one call's script printed, as it arrives: the text not yet sent on, and the last
+    line that isn't blank (for the progress message)."""
+
+    def __init__(self) -> None:
+        self._pending: list[str] = []
+        self._partial = ""
+        self.last_line = ""
+        self.arrived = anyio.Event()
+        self.ended = anyio.Event()
+
+    def hear(self, text: str) -> None:
+        self._pending.append(text)
+        *whole, partial = (self._partial + text).split("\n")
+        self._partial = partial[:LAST_LINE_CHARS]
+        for line in reversed([*whole, self._partial]):
+            if line.strip():
+                self.last_line = line[:LAST_LINE_CHARS]
+                break
+        self.arrived.set()
+
+    def take(self) -> str:
+        text = "".join(self._pending)
+        self._pending.clear()
+        self.arrived = anyio.Event()
+        return text
+
+    def end(self) -> None:
+        self.ended.set()
+        self.arrived.set()
+
+
 class RunPythonServer:
     """The ``run_python`` MCP server over an open ``bridge`` (module doc).
 
@@ -149,6 +227,7 @@ class RunPythonServer:
         max_queued: calls waiting for a run slot; past it a call fails at once.
         session_idle_s: a session unused for this long is closed.
         max_sessions: sessions open at once.
+        expose_tools: list the bridge's tools beside ``run_python`` (module doc).
     """
 
     def __init__(
@@ -159,6 +238,7 @@ class RunPythonServer:
         max_queued: int,
         session_idle_s: float = 600.0,
         max_sessions: int = MAX_SESSIONS,
+        expose_tools: bool = False,
     ) -> None:
         if max_concurrent < 1 or max_queued < 0 or max_sessions < 1:
             raise ValueError("--max-concurrent and sessions must be at least 1, a queue 0")
@@ -169,15 +249,18 @@ class RunPythonServer:
         self._slots = anyio.Semaphore(max_concurrent)
         self._queued = 0
         self._sessions: dict[str, _Session] = {}
-        self._claimed: set[str] = set()
         self._draining = False
         self._in_flight = 0
         self._scopes: set[anyio.CancelScope] = set()
+        self.expose_tools = expose_tools
+        self._labels = itertools.count(1)
+        self._log_floor = LOG_LEVELS.index("debug")
         self.server: Server[Any] = Server(
             "scriptbridge",
             instructions="Call run_python with a script; its description lists the tools.",
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
+            on_set_logging_level=self._set_logging_level,
         )
 
     # --- serving ----------------------------------------------------------------------------
@@ -245,6 +328,11 @@ class RunPythonServer:
             await server.serve()
             nursery.cancel_scope.cancel()
 
+    @property
+    def open_sessions(self) -> list[str]:
+        """The ``session_id`` of each open session, sorted."""
+        return sorted(self._sessions)
+
     async def expire_sessions(self) -> None:
         """Forever: close each session idle for ``session_idle_s`` and not running."""
         while True:
@@ -279,15 +367,34 @@ class RunPythonServer:
             },
         )
 
+    def exposed(self) -> list[types.Tool]:
+        """The bridge's own tools as ``tools/list`` shows them with ``expose_tools`` (else
+        none): name, description and input schema, no output schema (module doc)."""
+        if not self.expose_tools:
+            return []
+        return [
+            types.Tool(name=spec.name, description=spec.description, input_schema=spec.input_schema)
+            for spec in self.bridge.tool_specs()
+            if spec.name != TOOL_NAME
+        ]
+
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[self.tool()])
+        return types.ListToolsResult(tools=[self.tool(), *self.exposed()])
+
+    async def _set_logging_level(
+        self, ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        self._log_floor = LOG_LEVELS.index(params.level)
+        return types.EmptyResult()
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         if params.name != TOOL_NAME:
+            if self.expose_tools and params.name in self.bridge.tool_names:
+                return await self._call_exposed(params.name, params.arguments or {})
             return _refusal(f"there is no tool {params.name!r}: call {TOOL_NAME}")
         arguments: Mapping[str, Any] = params.arguments or {}
         code, inputs, session_id = (arguments.get(k) for k in ("code", "inputs", "session_id"))
@@ -321,6 +428,17 @@ class RunPythonServer:
             self._in_flight -= 1
         return _answer(result)
 
+    async def _call_exposed(self, name: str, arguments: Mapping[str, Any]) -> types.CallToolResult:
+        """One of the bridge's tools, called for the client: its live lane (module doc)."""
+        if self._draining:
+            return _refusal(SHUTTING_DOWN)
+        self._in_flight += 1
+        try:
+            shown = await self.bridge.call_tool(name, arguments)
+        finally:
+            self._in_flight -= 1
+        return types.CallToolResult.model_validate(shown)
+
     async def _run(
         self,
         ctx: ServerRequestContext[Any],
@@ -328,7 +446,8 @@ class RunPythonServer:
         inputs: dict[str, Any] | None,
         session_id: str | None,
     ) -> ScriptResult:
-        """Run ``code`` in a slot (waiting in the queue, or :class:`Busy`), reporting progress."""
+        """Run ``code`` in a slot (waiting in the queue, or :class:`Busy`), reporting its
+        progress and sending on what it prints."""
         if self._slots.value == 0 and self._queued >= self.max_queued:
             raise Busy
         self._queued += 1
@@ -339,20 +458,45 @@ class RunPythonServer:
         try:
             if self._draining:
                 raise ShuttingDown
-            async with anyio.create_task_group() as nursery:
-                nursery.start_soon(self._report_progress, ctx, set(self._run_ids()))
-                if session_id is None:
-                    result = await self.bridge.run(code, inputs=inputs)
-                else:
-                    result = await self._session_step(session_id, code, inputs)
-                nursery.cancel_scope.cancel()
+            label = f"run_python-{next(self._labels)}"
+            printed = _Printed()
+            async with anyio.create_task_group() as sending:
+                sending.start_soon(self._send_printed, ctx, printed)
+                try:
+                    async with anyio.create_task_group() as reporting:
+                        reporting.start_soon(self._report_progress, ctx, label, printed)
+                        if session_id is None:
+                            result = await self.bridge.run(
+                                code, inputs=inputs, label=label, on_output=printed.hear
+                            )
+                        else:
+                            step = _Step(code, inputs, label, printed.hear)
+                            result = await self._session_step(session_id, step)
+                        reporting.cancel_scope.cancel()
+                finally:
+                    printed.end()
             return result
         finally:
             self._slots.release()
 
-    async def _session_step(
-        self, key: str, code: str, inputs: dict[str, Any] | None
-    ) -> ScriptResult:
+    async def _send_printed(self, ctx: ServerRequestContext[Any], printed: _Printed) -> None:
+        """Send on what the script prints as ``notifications/message`` (module doc), until
+        the run ends and all of it has been sent."""
+        while True:
+            await printed.arrived.wait()
+            text = printed.take()
+            if text and self._log_floor <= LOG_LEVELS.index("info"):
+                for start in range(0, len(text), PRINTED_PIECE_CHARS):
+                    piece = text[start : start + PRINTED_PIECE_CHARS]
+                    await ctx.session.send_log_message(
+                        "info", piece, logger=TOOL_NAME, related_request_id=ctx.request_id
+                    )
+            if printed.ended.is_set():
+                return
+            with anyio.move_on_after(PRINTED_EVERY_S):
+                await printed.ended.wait()
+
+    async def _session_step(self, key: str, step: _Step) -> ScriptResult:
         held = self._sessions.get(key)
         if held is None:
             if len(self._sessions) >= self.max_sessions:
@@ -364,7 +508,9 @@ class RunPythonServer:
             held = self._sessions[key] = _Session(session)
         held.running += 1
         try:
-            return await held.session.run(code, inputs=inputs)
+            return await held.session.run(
+                step.code, inputs=step.inputs, label=step.label, on_output=step.on_output
+            )
         finally:
             held.running -= 1
             held.last_used = time.monotonic()
@@ -374,31 +520,18 @@ class RunPythonServer:
         if held is not None:
             await held.session.__aexit__(None, None, None)
 
-    def _run_ids(self) -> list[str]:
-        return [run.run_id for run in self.bridge.progress()]
-
-    async def _report_progress(self, ctx: ServerRequestContext[Any], before: set[str]) -> None:
-        """Every :data:`PROGRESS_EVERY_S`, a progress notification for this call's run: the
-        first run started after the call took its slot that no other call has claimed."""
+    async def _report_progress(
+        self, ctx: ServerRequestContext[Any], label: str, printed: _Printed
+    ) -> None:
+        """Every :data:`PROGRESS_EVERY_S`, a progress notification for the run ``label``
+        names (a no-op when the client sent no progress token)."""
         started = time.monotonic()
-        mine: str | None = None
-        try:
-            while True:
-                await anyio.sleep(PROGRESS_EVERY_S)
-                runs = {run.run_id: run for run in self.bridge.progress()}
-                if mine is None:
-                    fresh = [r for r in runs.values() if r.run_id not in before | self._claimed]
-                    if fresh:
-                        mine = max(fresh, key=lambda r: r.elapsed_s).run_id
-                        self._claimed.add(mine)
-                elapsed = time.monotonic() - started
-                run = runs.get(mine) if mine is not None else None
-                await ctx.session.report_progress(
-                    math.floor(elapsed * 10) / 10, message=_progress_message(run, elapsed)
-                )
-        finally:
-            if mine is not None:
-                self._claimed.discard(mine)
+        while True:
+            await anyio.sleep(PROGRESS_EVERY_S)
+            run = next((r for r in self.bridge.progress() if r.label == label), None)
+            elapsed = time.monotonic() - started
+            message = _progress_message(run, elapsed, printed.last_line)
+            await ctx.session.report_progress(math.floor(elapsed * 10) / 10, message=message)
 
 
 class _DrainingUvicorn(uvicorn.Server):
@@ -438,10 +571,11 @@ class BearerGate:
         await self.app(scope, receive, send)
 
 
-def _progress_message(run: RunProgress | None, elapsed_s: float) -> str:
+def _progress_message(run: RunProgress | None, elapsed_s: float, last_line: str) -> str:
     calls = run.tool_calls if run is not None else 0
     fetches = run.fetches if run is not None else 0
-    return f"running {elapsed_s:.0f} s, {calls} tool call(s), {fetches} fetch(es)"
+    message = f"running {elapsed_s:.0f} s, {calls} tool call(s), {fetches} fetch(es)"
+    return f"{message}; printed: {last_line}" if last_line else message
 
 
 def _refusal(message: str) -> types.CallToolResult:

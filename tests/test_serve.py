@@ -18,11 +18,15 @@ from typing import Any
 import httpx2
 import pytest
 import trio
+from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from scriptbridge import Bridge, markers
 from scriptbridge._cli import main
+from scriptbridge._demo import payload_server
+from scriptbridge._serve import RunPythonServer
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SERVE = [sys.executable, "-m", "scriptbridge._cli", "serve"]
@@ -30,13 +34,17 @@ CATALOG = f"catalog={sys.executable} {ROOT / 'examples' / 'catalog_server.py'}"
 
 
 @asynccontextmanager
-async def serving(*args: str) -> AsyncIterator[ClientSession]:
-    """A ``scriptbridge serve`` subprocess with ``args``, and a client session on it."""
+async def serving(*args: str, logging_callback: Any = None) -> AsyncIterator[ClientSession]:
+    """A ``scriptbridge serve`` subprocess with ``args``, and a client session on it (opted in
+    to log messages at ``info``)."""
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "scriptbridge._cli", "serve", *args], env=env
     )
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+    async with (
+        stdio_client(params) as (read, write),
+        ClientSession(read, write, logging_callback=logging_callback, log_level="info") as session,
+    ):
         await session.initialize()
         yield session
 
@@ -135,6 +143,81 @@ async def test_cancel_kills_a_run_and_concurrency_is_bounded(tmp_path: pathlib.P
         after = await session.call_tool("run_python", {"code": "2"})
         assert after.structured_content is not None and after.structured_content["value"] == 2
         assert time.monotonic() - cancelled_at < 3
+
+
+async def test_never_references_printed_output_and_exposed_tools(tmp_path: pathlib.Path) -> None:
+    """Through serve, a never reference's fetch is refused with PAYLOAD_NEVER and no request;
+    what a script prints comes as notifications/message while it runs and as the progress
+    message's last line; --expose-tools offers each upstream tool beside run_python, its
+    results shown through the model's live lane (no never uri, no payload)."""
+    logged: list[Any] = []
+    progress: list[str | None] = []
+
+    async def on_log(params: Any) -> None:
+        logged.append(params)
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(message)
+
+    with payload_server() as (base, hits):
+        peer = f"peer={sys.executable} {ROOT / 'examples' / 'peer.py'} --payload-base {base}"
+        args = ["--mcp", peer, "--allow", "127.0.0.1", "--workspace", str(tmp_path)]
+        async with serving(*args, "--expose-tools", logging_callback=on_log) as session:
+            names = [tool.name for tool in (await session.list_tools()).tools]
+            assert names[0] == "run_python" and "peer.never_reference" in names, names
+            assert "peer.text" in names
+
+            code = (
+                "import asyncio\n"
+                "print('looking')\n"
+                "ref = (await call_tool('peer.never_reference', {}))['content'][0]\n"
+                "await asyncio.sleep(1.2)\n"
+                "try:\n    fetch(ref)\n    why = 'fetched'\n"
+                "except Unfetchable as exc:\n    why = str(exc)\n"
+                "print('done')\n"
+                "[why, ref['savedTo'], 'uri' in ref]"
+            )
+            result = await session.call_tool(
+                "run_python", {"code": code}, progress_callback=on_progress
+            )
+            assert not result.is_error, text_of(result)
+            assert result.structured_content is not None
+            assert result.structured_content["value"] == [markers.PAYLOAD_NEVER, None, False]
+            assert hits["/payroll.csv"] == 0
+            printed = "".join(str(params.data) for params in logged)
+            assert printed == "looking\ndone\n", logged
+            assert all(params.level == "info" for params in logged)
+            assert any("looking" in (message or "") for message in progress), progress
+
+            direct = await session.call_tool("peer.never_reference", {})
+            shown = json.dumps(direct.model_dump(mode="json"))
+            assert base not in shown and markers.PAYLOAD_NEVER in shown, shown
+            assert direct.structured_content is None
+            text = await session.call_tool("peer.text", {})
+            assert text_of(text) == "hello from the peer" and not text.is_error
+            failed = await session.call_tool("peer.fail", {})
+            assert failed.is_error and "on purpose" in text_of(failed)
+            assert hits["/payroll.csv"] == 0
+
+
+async def test_twenty_calls_with_four_at_a_time(tmp_path: pathlib.Path) -> None:
+    """20 concurrent calls with --max-concurrent 4: every one is answered ok, and they take at
+    least five rounds of the 0.5 s each script sleeps (never more than 4 ran at once)."""
+    async with serving("--workspace", str(tmp_path), "--max-concurrent", "4") as session:
+        results: dict[int, Any] = {}
+
+        async def call(n: int) -> None:
+            code = "import asyncio\nawait asyncio.sleep(0.5)\ninputs['n'] * 2"
+            results[n] = await session.call_tool("run_python", {"code": code, "inputs": {"n": n}})
+
+        started = time.monotonic()
+        async with trio.open_nursery() as nursery:
+            for n in range(20):
+                nursery.start_soon(call, n)
+        elapsed = time.monotonic() - started
+    values = {n: (r.structured_content or {}).get("value") for n, r in results.items()}
+    assert values == {n: n * 2 for n in range(20)}, [text_of(r) for r in results.values()]
+    assert elapsed >= 5 * 0.5, elapsed
 
 
 def test_print_config_prints_a_stdio_snippet(capsys: pytest.CaptureFixture[str]) -> None:
@@ -304,3 +387,30 @@ async def test_sigterm_drains_answers_every_call_and_leaves_no_child(
         if process.poll() is None:
             process.kill()
         process.communicate(timeout=10)
+
+
+async def test_sessions_are_capped_and_expire(tmp_path: pathlib.Path) -> None:
+    """With two sessions at most, a third closes the longest idle; a session idle past
+    session_idle_s is closed by the expiry task (its state is gone). In process, through the
+    SDK's client on RunPythonServer's own server."""
+
+    async def step(client: Client, session_id: str, code: str) -> Any:
+        result = await client.call_tool("run_python", {"code": code, "session_id": session_id})
+        return (result.structured_content or {}).get("value"), text_of(result)
+
+    async with Bridge(tmp_path / "ws") as bridge:
+        served = RunPythonServer(
+            bridge, max_concurrent=2, max_queued=4, session_idle_s=0.6, max_sessions=2
+        )
+        async with Client(served.server) as client, trio.open_nursery() as nursery:
+            await step(client, "a", "x = 'a'")
+            await step(client, "b", "x = 'b'")
+            assert (await step(client, "a", "x"))[0] == "a"  # b is now the longest idle
+            await step(client, "c", "x = 'c'")
+            assert served.open_sessions == ["a", "c"]
+            assert "NameError" in (await step(client, "b", "x"))[1]  # b was closed: new state
+            nursery.start_soon(served.expire_sessions)
+            await trio.sleep(1.2)
+            assert served.open_sessions == []
+            assert "NameError" in (await step(client, "a", "x"))[1]
+            nursery.cancel_scope.cancel()
