@@ -34,9 +34,16 @@ CATALOG = f"catalog={sys.executable} {ROOT / 'examples' / 'catalog_server.py'}"
 
 
 @asynccontextmanager
-async def serving(*args: str, logging_callback: Any = None) -> AsyncIterator[ClientSession]:
-    """A ``scriptbridge serve`` subprocess with ``args``, and a client session on it (opted in
-    to log messages at ``info``)."""
+async def serving(
+    *args: str, logging_callback: Any = None, transport: str = "stdio"
+) -> AsyncIterator[ClientSession]:
+    """A ``scriptbridge serve`` subprocess with ``args`` over ``transport`` (``stdio``, or
+    ``http`` on a free loopback port), and a client session on it (opted in to log messages at
+    ``info``)."""
+    if transport == "http":
+        async with serving_http(*args, logging_callback=logging_callback) as session:
+            yield session
+        return
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "scriptbridge._cli", "serve", *args], env=env
@@ -47,6 +54,34 @@ async def serving(*args: str, logging_callback: Any = None) -> AsyncIterator[Cli
     ):
         await session.initialize()
         yield session
+
+
+@asynccontextmanager
+async def serving_http(*args: str, logging_callback: Any = None) -> AsyncIterator[ClientSession]:
+    port = free_port()
+    process = subprocess.Popen(
+        [*SERVE, *args, "--http", f"127.0.0.1:{port}"],
+        env=serve_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        await wait_listening(port, process)
+        async with (
+            streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write),
+            ClientSession(
+                read, write, logging_callback=logging_callback, log_level="info"
+            ) as session,
+        ):
+            await session.initialize()
+            yield session
+        process.send_signal(signal.SIGTERM)
+        assert await trio.to_thread.run_sync(lambda: process.wait(timeout=10)) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=30)
 
 
 def text_of(result: Any) -> str:
@@ -113,11 +148,20 @@ async def test_lists_stubs_runs_upstream_tools_and_keeps_sessions(tmp_path: path
         assert any("1 tool call" in (message or "") for _, message in seen), seen
 
 
-async def test_cancel_kills_a_run_and_concurrency_is_bounded(tmp_path: pathlib.Path) -> None:
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_cancel_kills_a_run_and_concurrency_is_bounded(
+    tmp_path: pathlib.Path, transport: str
+) -> None:
     """With --max-concurrent 2 --max-queued 1, two runs go at once, one waits, the next fails
     at once; a client's cancellation ends a long run within a second."""
     async with serving(
-        "--workspace", str(tmp_path), "--max-concurrent", "2", "--max-queued", "1"
+        "--workspace",
+        str(tmp_path),
+        "--max-concurrent",
+        "2",
+        "--max-queued",
+        "1",
+        transport=transport,
     ) as session:
         results: dict[int, Any] = {}
 
@@ -145,7 +189,10 @@ async def test_cancel_kills_a_run_and_concurrency_is_bounded(tmp_path: pathlib.P
         assert time.monotonic() - cancelled_at < 3
 
 
-async def test_never_references_printed_output_and_exposed_tools(tmp_path: pathlib.Path) -> None:
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_never_references_printed_output_and_exposed_tools(
+    tmp_path: pathlib.Path, transport: str
+) -> None:
     """Through serve, a never reference's fetch is refused with PAYLOAD_NEVER and no request;
     what a script prints comes as notifications/message while it runs and as the progress
     message's last line; --expose-tools offers each upstream tool beside run_python, its
@@ -162,7 +209,9 @@ async def test_never_references_printed_output_and_exposed_tools(tmp_path: pathl
     with payload_server() as (base, hits):
         peer = f"peer={sys.executable} {ROOT / 'examples' / 'peer.py'} --payload-base {base}"
         args = ["--mcp", peer, "--allow", "127.0.0.1", "--workspace", str(tmp_path)]
-        async with serving(*args, "--expose-tools", logging_callback=on_log) as session:
+        async with serving(
+            *args, "--expose-tools", logging_callback=on_log, transport=transport
+        ) as session:
             names = [tool.name for tool in (await session.list_tools()).tools]
             assert names[0] == "run_python" and "peer.never_reference" in names, names
             assert "peer.text" in names
