@@ -57,7 +57,9 @@ async def serving(
 
 
 @asynccontextmanager
-async def serving_http(*args: str, logging_callback: Any = None) -> AsyncIterator[ClientSession]:
+async def http_server(*args: str) -> AsyncIterator[str]:
+    """A ``scriptbridge serve --http`` subprocess with ``args`` on a free loopback port; yields
+    its ``/mcp`` url, and at the end it must exit 0 on SIGTERM."""
     port = free_port()
     process = subprocess.Popen(
         [*SERVE, *args, "--http", f"127.0.0.1:{port}"],
@@ -68,20 +70,24 @@ async def serving_http(*args: str, logging_callback: Any = None) -> AsyncIterato
     )
     try:
         await wait_listening(port, process)
-        async with (
-            streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write),
-            ClientSession(
-                read, write, logging_callback=logging_callback, log_level="info"
-            ) as session,
-        ):
-            await session.initialize()
-            yield session
+        yield f"http://127.0.0.1:{port}/mcp"
         process.send_signal(signal.SIGTERM)
         assert await trio.to_thread.run_sync(lambda: process.wait(timeout=10)) == 0
     finally:
         if process.poll() is None:
             process.kill()
         process.communicate(timeout=30)
+
+
+@asynccontextmanager
+async def serving_http(*args: str, logging_callback: Any = None) -> AsyncIterator[ClientSession]:
+    async with (
+        http_server(*args) as url,
+        streamable_http_client(url) as (read, write),
+        ClientSession(read, write, logging_callback=logging_callback, log_level="info") as session,
+    ):
+        await session.initialize()
+        yield session
 
 
 def text_of(result: Any) -> str:
@@ -315,18 +321,7 @@ async def test_http_with_a_token_file_serves_only_requests_bearing_it(
     gets 401; with it, the SDK's client lists run_python and runs a script; SIGTERM exits 0."""
     token_file = tmp_path / "token"
     token_file.write_text("s3cret-token\nignored\n")
-    port = free_port()
-    command = [sys.executable, "-m", "scriptbridge._cli", "serve", "--workspace", str(tmp_path)]
-    process = subprocess.Popen(
-        [*command, "--http", f"127.0.0.1:{port}", "--token-file", str(token_file)],
-        env=serve_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        await wait_listening(port, process)
-        url = f"http://127.0.0.1:{port}/mcp"
+    async with http_server("--workspace", str(tmp_path), "--token-file", str(token_file)) as url:
         body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
         async with httpx2.AsyncClient() as plain:
             for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}):
@@ -345,12 +340,6 @@ async def test_http_with_a_token_file_serves_only_requests_bearing_it(
             assert result.structured_content is not None
             assert result.structured_content["value"] == 42, text_of(result)
             assert "over http" in text_of(result)
-        process.send_signal(signal.SIGTERM)
-        assert await trio.to_thread.run_sync(lambda: process.wait(timeout=10)) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.communicate(timeout=30)
 
 
 def test_a_bind_beyond_loopback_needs_a_token_file(capsys: pytest.CaptureFixture[str]) -> None:
