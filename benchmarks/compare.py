@@ -30,8 +30,16 @@ Figures (scriptbridge is "ours", the peer is monty unless said otherwise):
     ``warm_start`` and ``tool_call`` with the bridge opened under ``asyncio.run`` (its trio side
     in a thread of its own, the coroutine tool called on the host's asyncio loop), against the
     same figures under trio, in the same run: the price of embedding in an asyncio host.
+``warm_start_b2b``
+    ``warm_start`` with no pause between runs (as a batch evaluation or an RL rollout runs
+    scripts): each run then also meets the making of the spare that replaces the one it took.
 ``scripts_per_s`` / ``scripts_per_s_x8``
     1,000 trivial scripts in a row, and 1,000 with 8 at a time (throughput; higher is better).
+``scripts_per_s_fresh``
+    ``scripts_per_s`` against monty with a fresh worker per script, its like-for-like.
+``scripts_x8_scaling``
+    ``scripts_per_s_x8`` against our own ``scripts_per_s``: how throughput scales with runs at
+    once (2 cores: the goal is 1.7).
 ``loop_1m``
     a 1,000,000-iteration pure-Python loop inside the sandbox, request -> result.
 ``payload_1mib``
@@ -171,8 +179,11 @@ ORDER = (
     "tool_call_sync",
     "warm_start_asyncio",
     "tool_call_asyncio",
+    "warm_start_b2b",
     "scripts_per_s",
+    "scripts_per_s_fresh",
     "scripts_per_s_x8",
+    "scripts_x8_scaling",
     "loop_1m",
     "payload_1mib",
     "idle_worker_memory",
@@ -560,6 +571,17 @@ async def compare_runtimes(
                     lambda: peer(fresh_pool, WARM_SCRIPT, WARM_VALUE),
                 )
 
+                print("  warm_start_b2b ...", file=sys.stderr)
+                b2b = fig("warm_start_b2b", "monty (reused worker)", "s", "<= 1.0")
+                current = b2b
+                for _ in range(max(sizes.starts // 20, 1)):
+                    for _ in range(20):  # no pause: each run starts as the last one returns
+                        b2b.ours.append(await ours(WARM_SCRIPT, WARM_VALUE))
+                    await pause()
+                    for _ in range(20):
+                        b2b.peer.append(peer(warm_pool, WARM_SCRIPT, WARM_VALUE))
+                    await pause()
+
                 print("  tool_call ...", file=sys.stderr)
                 tool = fig("tool_call", "monty", "s", "<= 1.0")
                 floor = fig("tool_call_vs_pipe", "msgpack ping-pong over os.pipe", "s", "<= 1.5")
@@ -619,7 +641,9 @@ async def compare_runtimes(
                 print("  scripts_per_s ...", file=sys.stderr)
                 count = sizes.throughput_scripts
                 seq = fig("scripts_per_s", "monty", "/s", ">= 0.5")
+                fresh = fig("scripts_per_s_fresh", "monty (fresh worker)", "/s", ">= 1.0")
                 wide = fig("scripts_per_s_x8", "monty (8 workers)", "/s", "none")
+                scaling = fig("scripts_x8_scaling", "ours one at a time", "/s", ">= 1.7")
                 executor = concurrent.futures.ThreadPoolExecutor(8)
 
                 def peer_batch(pool: Any, n: int) -> None:
@@ -640,6 +664,10 @@ async def compare_runtimes(
                     peer_batch(warm_pool, count)
                     seq.peer.append(count / (time.perf_counter() - started))
                     await pause()
+                    started = time.perf_counter()
+                    peer_batch(fresh_pool, count)
+                    fresh.peer.append(count / (time.perf_counter() - started))
+                    await pause()
                     current = wide
                     started = time.perf_counter()
                     async with trio.open_nursery() as nursery:
@@ -654,6 +682,9 @@ async def compare_runtimes(
                     wide.peer.append(count // 8 * 8 / (time.perf_counter() - started))
                     await pause()
                 executor.shutdown()
+                fresh.ours = list(seq.ours)
+                scaling.ours, scaling.peer = list(wide.ours), list(seq.ours)
+                scaling.invalid = wide.invalid
 
                 print("  loop_1m ...", file=sys.stderr)
                 await interleave(
