@@ -39,7 +39,10 @@ Guarantees:
   connection that opts in per request (2026-07-28 and later) only a request that opted in to
   ``info`` hears it; on older ones ``logging/setLevel`` above ``info`` silences it, for every
   client of this server (the SDK gives its handler no per-connection state).
-- ``session_id`` names a :class:`~scriptbridge.BridgeSession`: plain globals and top-level
+- ``session_id`` names a :class:`~scriptbridge.BridgeSession` of the client's own: over
+  streamable HTTP, sessions are kept apart by the MCP session (``Mcp-Session-Id``), so two
+  clients passing one ``session_id`` never share state (a stateless connection, which has no
+  MCP session, shares its ids with every other stateless one). Plain globals and top-level
   definitions carry from one successful call to the next. A session idle for
   ``session_idle_s`` is closed; at most ``max_sessions`` (:data:`MAX_SESSIONS` by default)
   are open, and opening one more closes the longest idle.
@@ -248,7 +251,8 @@ class RunPythonServer:
         self.max_sessions = max_sessions
         self._slots = anyio.Semaphore(max_concurrent)
         self._queued = 0
-        self._sessions: dict[str, _Session] = {}
+        self._sessions: dict[tuple[str | None, str], _Session] = {}
+        """(MCP session id, ``session_id``) -> the session it names."""
         self._draining = False
         self._in_flight = 0
         self._scopes: set[anyio.CancelScope] = set()
@@ -330,8 +334,9 @@ class RunPythonServer:
 
     @property
     def open_sessions(self) -> list[str]:
-        """The ``session_id`` of each open session, sorted."""
-        return sorted(self._sessions)
+        """The ``session_id`` of each open session, sorted (one id may appear once for each MCP
+        session that opened it)."""
+        return sorted(session_id for _, session_id in self._sessions)
 
     async def expire_sessions(self) -> None:
         """Forever: close each session idle for ``session_idle_s`` and not running."""
@@ -471,7 +476,8 @@ class RunPythonServer:
                             )
                         else:
                             step = _Step(code, inputs, label, printed.hear)
-                            result = await self._session_step(session_id, step)
+                            key = (_mcp_session_of(ctx), session_id)
+                            result = await self._session_step(key, step)
                         reporting.cancel_scope.cancel()
                 finally:
                     printed.end()
@@ -496,7 +502,7 @@ class RunPythonServer:
             with anyio.move_on_after(PRINTED_EVERY_S):
                 await printed.ended.wait()
 
-    async def _session_step(self, key: str, step: _Step) -> ScriptResult:
+    async def _session_step(self, key: tuple[str | None, str], step: _Step) -> ScriptResult:
         held = self._sessions.get(key)
         if held is None:
             if len(self._sessions) >= self.max_sessions:
@@ -515,7 +521,7 @@ class RunPythonServer:
             held.running -= 1
             held.last_used = time.monotonic()
 
-    async def _close_session(self, key: str) -> None:
+    async def _close_session(self, key: tuple[str | None, str]) -> None:
         held = self._sessions.pop(key, None)
         if held is not None:
             await held.session.__aexit__(None, None, None)
@@ -569,6 +575,17 @@ class BearerGate:
                 await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)
+
+
+def _mcp_session_of(ctx: ServerRequestContext[Any]) -> str | None:
+    """The MCP session a request came in (its ``Mcp-Session-Id`` over streamable HTTP), or
+    ``None`` (stdio, whose one client is the whole server's; a stateless HTTP connection)."""
+    request = ctx.request
+    headers = getattr(request, "headers", None)
+    if headers is None:
+        return None
+    value = headers.get("mcp-session-id")
+    return value if isinstance(value, str) else None
 
 
 def _progress_message(run: RunProgress | None, elapsed_s: float, last_line: str) -> str:
