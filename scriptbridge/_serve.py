@@ -23,6 +23,9 @@ Guarantees:
 
 - Over HTTP (:meth:`RunPythonServer.serve_http`), with a token every request must carry
   ``Authorization: Bearer <token>`` (compared in constant time), else 401 and nothing runs.
+- One message is at most :data:`~scriptbridge._mcp_stdio.MAX_LINE_BYTES` (16 MiB) on either
+  transport: over HTTP a larger body gets 413 before it is read whole; over stdio a longer
+  line is dropped as it streams past (linear time, bounded memory) and the next one is read.
 
 - At most ``max_concurrent`` runs at once; beyond that a call waits in a queue of
   ``max_queued``, and past that it fails at once with an ``isError`` result saying the server
@@ -51,8 +54,10 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
+import collections
 import hmac
 import itertools
+import logging
 import math
 import os
 import signal
@@ -72,6 +77,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPDeprecationWarning
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ._mcp_stdio import MAX_LINE_BYTES, READ_CHUNK, LineSplitter
 from ._results import ScriptResult
 from ._run_state import RunProgress
 from ._sessions import BridgeSession
@@ -83,6 +89,8 @@ __all__ = ["MAX_SESSIONS", "PROGRESS_EVERY_S", "BearerGate", "RunPythonServer"]
 # is how every client before that hears a run's output: the SDK's warning about it, raised at
 # this module's calls, is not for the user of this server.
 warnings.filterwarnings("ignore", category=MCPDeprecationWarning, module=__name__)
+
+log = logging.getLogger("scriptbridge.serve")
 
 TOOL_NAME: Final = "run_python"
 PROGRESS_EVERY_S: Final = 0.5
@@ -159,14 +167,19 @@ SHUTTING_DOWN: Final = "the server is shutting down: it starts no new runs"
 
 class _StdinLines:
     """This process's stdin as lines, read without a thread (so a shutdown can stop the read
-    at once); fd 0 itself is pointed at the null device meanwhile, as the SDK does."""
+    at once); fd 0 itself is pointed at the null device meanwhile, as the SDK does.
+
+    Each line costs time linear in its length and at most :data:`MAX_LINE_BYTES` of memory: a
+    longer one is dropped as it streams past, with one warning, and the next is read. A last
+    line with no newline is dropped (a stdio message ends with one)."""
 
     def __init__(self) -> None:
         self._fd = os.dup(0)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
-        self._buffer = b""
+        self._splitter = LineSplitter(MAX_LINE_BYTES)
+        self._ready: collections.deque[bytes] = collections.deque()
 
     def close(self) -> None:
         os.dup2(self._fd, 0)
@@ -176,17 +189,17 @@ class _StdinLines:
         return self
 
     async def __anext__(self) -> str:
-        while b"\n" not in self._buffer:
+        while not self._ready:
             await anyio.wait_readable(self._fd)
-            chunk = os.read(self._fd, 1 << 16)
+            chunk = os.read(self._fd, READ_CHUNK)
             if not chunk:
-                if not self._buffer:
-                    raise StopAsyncIteration
-                line, self._buffer = self._buffer, b""
-                return line.decode("utf-8", "replace")
-            self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        return line.decode("utf-8", "replace")
+                raise StopAsyncIteration
+            for line in self._splitter.feed(chunk):
+                if isinstance(line, int):
+                    log.warning("dropped a line of %d bytes from the client (past the bound)", line)
+                else:
+                    self._ready.append(line)
+        return self._ready.popleft().decode("utf-8", "replace")
 
 
 class _Printed:
@@ -313,7 +326,9 @@ class RunPythonServer:
         SIGINT or SIGTERM, which :meth:`drain` for ``drain_s`` first (a second one stops at
         once); with ``token``, a request without ``Authorization: Bearer <token>`` gets 401
         and reaches nothing. When this returns, every run it started has ended."""
-        app: ASGIApp = self.server.streamable_http_app(host=host)
+        app: ASGIApp = self.server.streamable_http_app(
+            host=host, max_request_body_size=MAX_LINE_BYTES
+        )
         if token is not None:
             app = BearerGate(app, token)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")

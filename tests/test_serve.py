@@ -480,3 +480,81 @@ async def test_two_http_clients_never_share_a_session(tmp_path: pathlib.Path) ->
             assert stolen.is_error and "NameError" in text_of(stolen), text_of(stolen)
             kept = await first.call_tool("run_python", {"code": "secret", "session_id": "s"})
             assert (kept.structured_content or {}).get("value") == "of the first client"
+
+
+def rss_kib(pid: int) -> int:
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+async def test_a_endless_stdin_line_is_dropped_in_bounded_memory(tmp_path: pathlib.Path) -> None:
+    """A client that writes 96 MiB with no newline costs serve at most its line bound (16 MiB)
+    of memory, not the line: the line is dropped, and the next request is answered."""
+    process = subprocess.Popen(
+        [*SERVE, "--workspace", str(tmp_path)],
+        env=serve_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    stdin, stdout = process.stdin, process.stdout
+    try:
+        info = {"name": "test", "version": "0"}
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": info}
+        request = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}
+        stdin.write(json.dumps(request).encode() + b"\n")
+        stdin.flush()
+        assert json.loads(await trio.to_thread.run_sync(stdout.readline))["id"] == 1
+        before = rss_kib(process.pid)
+        chunk = b"x" * 2**20
+
+        def flood() -> None:
+            for _ in range(96):
+                stdin.write(chunk)
+            stdin.flush()
+
+        await trio.to_thread.run_sync(flood)
+        await trio.sleep(0.5)
+        grown = rss_kib(process.pid) - before
+        stdin.write(b"\n" + json.dumps({**request, "id": 2, "method": "ping"}).encode() + b"\n")
+        stdin.flush()
+        with trio.fail_after(30):
+            answer = json.loads(await trio.to_thread.run_sync(stdout.readline))
+        assert answer["id"] == 2, answer
+        assert grown < 48 * 1024, f"serve grew by {grown} KiB for one unfinished line"
+    finally:
+        process.kill()
+        process.communicate(timeout=30)
+
+
+async def test_an_http_body_past_the_bound_gets_413_and_runs_nothing(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A request body past 16 MiB (declared, or streamed with no length) is refused with 413
+    before the server reads it; the server goes on serving."""
+    async with http_server("--workspace", str(tmp_path)) as url:
+        code = "print('ran')\n#" + "x" * (17 * 2**20)
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "run_python", "arguments": {"code": code}}}  # fmt: skip
+        headers = {"Accept": "application/json, text/event-stream"}
+        data = json.dumps(body).encode()
+
+        async def streamed() -> AsyncIterator[bytes]:
+            for start in range(0, len(data), 2**20):
+                yield data[start : start + 2**20]
+
+        async with httpx2.AsyncClient(timeout=30) as plain:
+            declared = await plain.post(url, content=data, headers=headers)
+            assert declared.status_code == 413, declared.text
+            chunked = await plain.post(url, content=streamed(), headers=headers)
+            assert chunked.status_code == 413, chunked.text
+        async with (
+            streamable_http_client(url) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            result = await session.call_tool("run_python", {"code": "6 * 7"})
+            assert (result.structured_content or {}).get("value") == 42
