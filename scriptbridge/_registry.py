@@ -42,7 +42,7 @@ import copy
 import logging
 import secrets
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -196,11 +196,10 @@ class ReferenceRegistry:
         """
         self.sweep()
         claims = read_claims(result)
-        for uri in claims.never:
-            self._mark(uri, server)
+        self._mark_all(claims.never, server)
         records: dict[str, ReferenceRecord] = {}
         for reference in claims.references:
-            record = self._register(reference, server)
+            record = self._register(reference, server, reference.uri in claims.never)
             if claims.unreadable is not None and not record.unreadable:
                 self._before_change(record)
                 record.unreadable = True
@@ -261,7 +260,9 @@ class ReferenceRegistry:
         for journal in self._journals:
             journal.keep(key, record)
 
-    def _register(self, reference: Reference, server: str | None) -> ReferenceRecord:
+    def _register(self, reference: Reference, server: str | None, marked: bool) -> ReferenceRecord:
+        """Create or refresh the record of ``reference``; ``marked``: its uri was just marked
+        (its key is in the memory, which needn't be asked again)."""
         record = self._by_uri.get(reference.uri)
         if record is None:
             self._before_change(None, reference.uri)
@@ -275,7 +276,7 @@ class ReferenceRegistry:
                 mime_type=reference.mime,
                 size=reference.size,
                 expires=reference.expires,
-                payload_never=key in self._never,
+                payload_never=marked or key in self._never,
             )
             self._by_uri[reference.uri] = record
             self._by_id[record.id] = record
@@ -316,23 +317,31 @@ class ReferenceRegistry:
             if ref_id not in self._by_id:
                 return ref_id
 
-    def _mark(self, uri: str, server: str | None) -> None:
-        key = canonical_key(uri)
-        self._never.add(key)
-        if self._never.overflowed and not self._overflow_told:
+    def _mark_all(self, uris: Iterable[str], server: str | None) -> None:
+        """Mark each of ``uris`` (never claims of one result sent by ``server``): its key enters
+        the memory, each live record under it is marked, then each key listener is told."""
+        remember = self._never.add
+        spellings_of = self._by_key.get
+        listeners = tuple(self._key_listeners)
+        for uri in uris:
+            key = canonical_key(uri)
+            remember(key)
+            spellings = spellings_of(key)
+            if spellings:
+                for record in list(spellings.values()):
+                    self._mark_record(record, server)
+            for listener in listeners:
+                try:
+                    listener(key)
+                except Exception:
+                    log.exception("a key listener failed for a never claim")
+        if not self._overflow_told and self._never.overflowed:
             self._overflow_told = True
             log.warning(
                 "the never memory is past its capacity (%d keys): every mark is still kept, "
                 "but some unmarked payloads may now be refused as if they were marked",
                 self.never_capacity,
             )
-        for record in list(self._by_key.get(key, {}).values()):
-            self._mark_record(record, server)
-        for listener in list(self._key_listeners):
-            try:
-                listener(key)
-            except Exception:
-                log.exception("a key listener failed for a never claim")
 
     def _mark_record(self, record: ReferenceRecord, server: str | None) -> None:
         if record.server is not None and server is not None and record.server != server:
