@@ -1,8 +1,11 @@
 """The reference registry: one record per uri, and RFC-005's sticky ``never`` (SPEC section 4).
 
-Only :meth:`ReferenceRegistry.ingest` registers references and applies ``never`` marks, and it
+Only ingestion registers references and applies ``never`` marks. :meth:`ReferenceRegistry.ingest`
 is synchronous: between reading a result and marking, nothing can be awaited, so no fetch of
-a marked reference can be served first. Classifying and rendering never mark.
+a marked reference can be served first. :meth:`ReferenceRegistry.ingest_in_slices` does the same
+work in slices, for a caller on an event loop that holds back every view and fetch decision
+until it ends (the bridge's :class:`~scriptbridge._marks_gate.MarksGate`). Classifying and
+rendering never mark.
 
 Guarantees:
 
@@ -42,18 +45,25 @@ import copy
 import logging
 import secrets
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Final
 
 from ._canonical import canonical_key
-from ._claims import read_claims
+from ._claims import read_claims_in_slices
 from ._classify import Reference
 from ._never import NeverMemory
+from ._walk import run_to_end
 
 __all__ = ["Journal", "ReferenceRecord", "ReferenceRegistry"]
 
 log = logging.getLogger("scriptbridge.registry")
+
+SLICE_CLAIMS: Final = 2048
+"""Never claims :meth:`ReferenceRegistry.ingest_in_slices` marks between two pauses."""
+SLICE_REFERENCES: Final = 1024
+"""References :meth:`ReferenceRegistry.ingest_in_slices` registers between two pauses."""
 
 RemovalHook = Callable[[str], None]
 """Removes a saved copy, given its workspace-relative path; raises ``OSError`` on failure."""
@@ -194,16 +204,41 @@ class ReferenceRegistry:
         names them, each once. Never raises on hostile input; an unreadable result is logged
         and its records flagged unfetchable (SPEC section 3).
         """
+        return run_to_end(self.ingest_in_slices(result, server=server))
+
+    def ingest_in_slices(
+        self, result: object, *, server: str | None
+    ) -> Generator[None, None, list[ReferenceRecord]]:
+        """:meth:`ingest` as a generator that pauses (yields) between slices of its work and
+        returns the same records, leaving the registry as :meth:`ingest` leaves it.
+
+        It reads the claims (pausing every :data:`~scriptbridge._walk.SLICE_VALUES` values),
+        then marks them (pausing every :data:`SLICE_CLAIMS` claims), then registers the
+        references (every :data:`SLICE_REFERENCES`); a result that small in each is ingested
+        without a pause. Each slice is a run of whole steps, so at every pause the registry is
+        consistent: it holds every mark it held before, and some of the result's. The caller
+        must run it to its end, and must not change the result meanwhile; whatever must see
+        the result's marks (a view, a fetch decision) waits for its end (see
+        :mod:`scriptbridge._marks_gate`).
+        """
         self.sweep()
-        claims = read_claims(result)
-        self._mark_all(claims.never, server)
+        claims = yield from read_claims_in_slices(result)
+        never = tuple(claims.never)
+        for start in range(0, len(never), SLICE_CLAIMS):
+            if start:
+                yield
+            self._mark_all(never[start : start + SLICE_CLAIMS], server)
         records: dict[str, ReferenceRecord] = {}
-        for reference in claims.references:
-            record = self._register(reference, server, reference.uri in claims.never)
-            if claims.unreadable is not None and not record.unreadable:
-                self._before_change(record)
-                record.unreadable = True
-            records.setdefault(record.id, record)
+        references = claims.references
+        for start in range(0, len(references), SLICE_REFERENCES):
+            if start:
+                yield
+            for reference in references[start : start + SLICE_REFERENCES]:
+                record = self._register(reference, server, reference.uri in claims.never)
+                if claims.unreadable is not None and not record.unreadable:
+                    self._before_change(record)
+                    record.unreadable = True
+                records.setdefault(record.id, record)
         if claims.unreadable is not None:
             log.warning(
                 "a result from server %r couldn't be read whole for a never (%s); "

@@ -56,6 +56,7 @@ from ._fetcher import ReferenceFetcher
 from ._hosting import Host, open_host
 from ._launcher import Child, Launcher, ZygoteLauncher, exit_error
 from ._limits import Limits
+from ._marks_gate import MarksGate
 from ._mcp import McpServer
 from ._registry import ReferenceRecord, ReferenceRegistry
 from ._results import ScriptError, ScriptResult
@@ -111,6 +112,7 @@ class Bridge:
         self.limits = limits or Limits()
         self.workspace = Workspace(workspace)
         self.registry = ReferenceRegistry()
+        self._gate = MarksGate(self.registry)
         self._servers: dict[str, McpServer] = {}
         self.fetcher = ReferenceFetcher(
             self.registry,
@@ -118,6 +120,7 @@ class Bridge:
             allow=fetch_allow,
             eager_max_bytes=eager_max_bytes,
             servers=self._servers,
+            settled=self._gate.wait_settled,
         )
         self.launcher: Launcher = launcher if launcher is not None else ZygoteLauncher()
         self._tools = ToolTable()
@@ -337,15 +340,24 @@ async def _serve(
     source: str,
     inputs: Mapping[str, Any] | None,
 ) -> tuple[Any, ScriptError | None]:
-    """Serve the run's child within its wall time; returns (value, error)."""
+    """Serve the run's child within its wall time; returns (value, error). Its tool results
+    are ingested in slices (:class:`MarksGate`: the loop isn't held by a flood of claims)."""
     run_dir.make()  # there already, unless the launcher's child is a test's double
+
+    async def ingest(result: object, server: str | None) -> list[ReferenceRecord]:
+        records = await bridge._gate.ingest(result, server)
+        if bridge._nursery is not None:  # the eager pass, when it is on
+            bridge.fetcher.start_eager(bridge._nursery, records)
+        return records
+
     services = RunServices(
         run,
         run_dir,
         table,
         bridge.registry,
         bridge.fetcher,
-        bridge._ingest,
+        ingest,
+        bridge._gate.wait_settled,
         bridge.workspace.root,
         call_tool=bridge._live().call_tool,
     )
