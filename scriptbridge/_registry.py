@@ -48,6 +48,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import islice
 from typing import Final
 
 from ._canonical import canonical_key
@@ -60,9 +61,9 @@ __all__ = ["Journal", "ReferenceRecord", "ReferenceRegistry"]
 
 log = logging.getLogger("scriptbridge.registry")
 
-SLICE_CLAIMS: Final = 2048
+SLICE_CLAIMS: Final = 1024
 """Never claims :meth:`ReferenceRegistry.ingest_in_slices` marks between two pauses."""
-SLICE_REFERENCES: Final = 1024
+SLICE_REFERENCES: Final = 512
 """References :meth:`ReferenceRegistry.ingest_in_slices` registers between two pauses."""
 
 RemovalHook = Callable[[str], None]
@@ -214,24 +215,24 @@ class ReferenceRegistry:
 
         It reads the claims (pausing every :data:`~scriptbridge._walk.SLICE_VALUES` values),
         then marks them (pausing every :data:`SLICE_CLAIMS` claims), then registers the
-        references (every :data:`SLICE_REFERENCES`); a result that small in each is ingested
-        without a pause. Each slice is a run of whole steps, so at every pause the registry is
-        consistent: it holds every mark it held before, and some of the result's. The caller
-        must run it to its end, and must not change the result meanwhile; whatever must see
-        the result's marks (a view, a fetch decision) waits for its end (see
-        :mod:`scriptbridge._marks_gate`).
+        references (every :data:`SLICE_REFERENCES`); a part of more than one slice starts with
+        a pause, and a result that small in each part is ingested without one. Each slice is
+        a run of whole steps, so at every pause the registry is consistent: it holds every mark
+        it held before, and some of the result's. The caller must run it to its end, and must
+        not change the result meanwhile; whatever must see the result's marks (a view, a fetch
+        decision) waits for its end (see :mod:`scriptbridge._marks_gate`).
         """
         self.sweep()
         claims = yield from read_claims_in_slices(result)
-        never = tuple(claims.never)
-        for start in range(0, len(never), SLICE_CLAIMS):
-            if start:
+        never = iter(claims.never)
+        for start in range(0, len(claims.never), SLICE_CLAIMS):
+            if start or len(claims.never) > SLICE_CLAIMS:
                 yield
-            self._mark_all(never[start : start + SLICE_CLAIMS], server)
+            self._mark_all(islice(never, SLICE_CLAIMS), server)
         records: dict[str, ReferenceRecord] = {}
         references = claims.references
         for start in range(0, len(references), SLICE_REFERENCES):
-            if start:
+            if start or len(references) > SLICE_REFERENCES:
                 yield
             for reference in references[start : start + SLICE_REFERENCES]:
                 record = self._register(reference, server, reference.uri in claims.never)

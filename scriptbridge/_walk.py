@@ -36,7 +36,7 @@ MAX_DEPTH: Final = MAX_DATA_DEPTH
 """The channel's own depth limit (``sandbox.protocol.MAX_DATA_DEPTH``): one limit for both sides."""
 NODE_BUDGET: Final = MAX_DATA_NODES
 """Values one walk may open: the channel's own bound on one plain-data value."""
-SLICE_VALUES: Final = 4096
+SLICE_VALUES: Final = 2048
 """Values a sliced walk visits between two pauses (a few milliseconds of work)."""
 
 T = TypeVar("T")
