@@ -33,12 +33,14 @@ import httpx
 __all__ = ["canonical_key"]
 
 _FAST: Final = re.compile(
-    r"(https?)://([a-z0-9-]+(?:\.[a-z0-9-]+)*\.[a-z][a-z0-9-]*)((?:/[A-Za-z0-9\-_~!$&'()*+,;=:@]+)*/?"
-    r"(?:\?[A-Za-z0-9\-._~!$&'()*+,;=:@/?]*)?)"
+    r"(https?)://([a-z0-9-]+(?:\.[a-z0-9-]+)*\.[a-z][a-z0-9-]*)((?:/[A-Za-z0-9\-_~!$&'()*+,;=:@]+)*/?)"
+    r"(\?[A-Za-z0-9\-._~!$&'()*+,;=:@/?]*)?"
 )
 """An http(s) uri already in canonical form: a lowercase dotted name whose last label starts
 with a letter (so it is no IPv4 spelling), no port, no userinfo, no fragment, no percent sign,
-no dot segment (no ``.`` in the path at all; a path with one takes the full route)."""
+no dot segment (no ``.`` in the path at all; a path with one takes the full route). Its key is
+the uri itself, with ``/`` put in for an empty path (before a query too): the full route's key,
+as ``tests/test_canonical.py`` checks on every spelling class and on generated uris."""
 
 _IPV4_SPELLING: Final = re.compile(r"(0x[0-9a-f]*|[0-9]+)(\.(0x[0-9a-f]*|[0-9]+)){0,3}")
 _PERCENT: Final = re.compile(r"%([0-9A-Fa-f]{2})")
@@ -50,7 +52,15 @@ def canonical_key(uri: str) -> str:
     """The canonical key of ``uri`` (see the module docstring). Pure; never raises."""
     fast = _FAST.fullmatch(uri)
     if fast is not None:
-        return uri if fast.group(3) else uri + "/"
+        if fast.group(3):
+            return uri
+        end = fast.end(2)  # an empty path is "/", also before a query
+        return f"{uri[:end]}/{uri[end:]}"
+    return _full_key(uri)
+
+
+def _full_key(uri: str) -> str:
+    """The canonical key of any uri, by the full route (what :func:`canonical_key` gives)."""
     scheme, colon, rest = uri.partition(":")
     if not colon or not scheme:
         return uri

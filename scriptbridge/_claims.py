@@ -25,7 +25,7 @@ claims, faster, and keeps no classification alive. :func:`read_claims` tries it 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -41,7 +41,7 @@ from ._classify import (
 )
 from ._plain import PLAIN_SCALARS, plain_children
 from ._result_dict import result_dict
-from ._walk import MAX_DEPTH, NODE_BUDGET
+from ._walk import MAX_DEPTH, NODE_BUDGET, SLICE_VALUES, run_to_end
 
 _CONTAINERS: Final = (dict, list, tuple)
 
@@ -72,14 +72,30 @@ def read_claims(result: object, memo: dict[int, Classification] | None = None) -
     that is plain data all through is read by :func:`read_plain_claims`, which gives the same
     claims; any other result, or one past the node budget, by the general walk.
     """
+    return run_to_end(read_claims_in_slices(result, memo))
+
+
+def read_claims_in_slices(
+    result: object, memo: dict[int, Classification] | None = None
+) -> Generator[None, None, Claims]:
+    """:func:`read_claims` as a generator that pauses (yields) after every
+    :data:`~scriptbridge._walk.SLICE_VALUES` values it visits and returns the same claims.
+
+    Between pauses nothing of the walk is left half done; the result must not change until
+    the generator returns (a walk reads it across its pauses). Pure; never raises.
+    """
     top = result_dict(result)
     if top is None:
         return Claims(frozenset(), (), "the tool result is not a dict")
-    if memo is None:
-        claims = read_plain_claims(top)
-        if claims is not None:
-            return claims
-    return _read_general(top, memo)
+    if memo is None and type(top) is dict:
+        walk = PlainWalk(keep_references=True, strict=False)
+        try:
+            yield from walk.walk_in_slices([top], 0)
+        except NotPlain:
+            pass  # read again, whole, by the general walk
+        else:
+            return walk.claims()
+    return (yield from _read_general_in_slices(top, memo))
 
 
 def read_plain_claims(top: dict[Any, Any]) -> Claims | None:
@@ -207,12 +223,23 @@ class PlainWalk:
         read; a dict below depth 0 whose ``type`` is a block type is a block. Raises
         :class:`NotPlain` as :meth:`open` and :meth:`count` do.
         """
+        run_to_end(self.walk_in_slices(containers, depth))
+
+    def walk_in_slices(
+        self, containers: list[Any] | tuple[()], depth: int
+    ) -> Generator[None, None, None]:
+        """:meth:`walk`, pausing (yielding) after every :data:`SLICE_VALUES` values it visits."""
         # open(), count() and note() inlined but for the blocks: this loop runs once a value.
         seen = self.seen
         frames: list[tuple[Iterator[Any], int]] = [(iter(containers), depth)]
+        left = SLICE_VALUES
         while frames:
             values, depth = frames[-1]
             for value in values:
+                left -= 1
+                if not left:
+                    left = SLICE_VALUES
+                    yield
                 key = id(value)
                 if key in seen:
                     self._limit("a list or dict is reached twice in it")
@@ -250,7 +277,15 @@ class PlainWalk:
 
 
 def _read_general(top: dict[Any, Any], memo: dict[int, Classification] | None) -> Claims:
-    """The claims walk over any value, hostile containers and objects included.
+    """The claims of the general walk (:func:`_read_general_in_slices`), read without a pause."""
+    return run_to_end(_read_general_in_slices(top, memo))
+
+
+def _read_general_in_slices(
+    top: dict[Any, Any], memo: dict[int, Classification] | None
+) -> Generator[None, None, Claims]:
+    """The claims walk over any value, hostile containers and objects included, pausing
+    (yielding) after every :data:`SLICE_VALUES` values it visits.
 
     The walk is depth first, in document order, and iterative: each opened container pushes a
     frame holding its values still to visit. It reads each value through the base types' own
@@ -264,10 +299,15 @@ def _read_general(top: dict[Any, Any], memo: dict[int, Classification] | None) -
     seen: set[int] = set()
     nodes = 1
     frames: list[tuple[Iterator[Any], int]] = [(iter((top,)), 0)]
+    left = SLICE_VALUES
     try:
         while frames:
             values, depth = frames[-1]
             for value in values:
+                left -= 1
+                if not left:
+                    left = SLICE_VALUES
+                    yield
                 if not isinstance(value, _CONTAINERS):
                     problem = problem or f"it holds a value of type {type(value).__name__}"
                     continue

@@ -8,7 +8,9 @@ Guarantees:
 
 - **A mark is answered before anything else.** A record marked never (its own mark, or a never
   the registry holds for its uri) answers ``Unfetchable(PAYLOAD_NEVER)`` before any other check,
-  any I/O or any log line; a record flagged unreadable answers ``UNREADABLE_RESULT``.
+  any I/O or any log line; a record flagged unreadable answers ``UNREADABLE_RESULT``. With a
+  ``settled`` wait (the bridge's), a fetch decides nothing while a result's marks are still
+  landing: it waits before its first check and again before its answer.
 - **One flight per record.** Concurrent fetches of one record join one download: a server sees
   one request. If the caller leading the flight is cancelled, the flight stops, leaves no file,
   and a joined caller starts it again.
@@ -58,7 +60,7 @@ import base64
 import binascii
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final, Protocol
 
@@ -194,6 +196,10 @@ class ReferenceFetcher:
             eager pass off.
         servers: connected servers by id, looked up at fetch time (the host may keep adding to
             the mapping it passes).
+        settled: awaited before each decision on a fetch (its first check, and its answer)
+            when marks may still be landing (the bridge's
+            :meth:`~scriptbridge._marks_gate.MarksGate.wait_settled`); ``None``: marks land
+            only in the registry's synchronous ``ingest``, so there is nothing to wait for.
 
     Raises:
         ValueError: a limit is not positive, or an ``allow`` entry is not an address, network or
@@ -210,6 +216,7 @@ class ReferenceFetcher:
         max_bytes: int = 50 * 2**20,
         eager_max_bytes: int | None = None,
         servers: Mapping[str, ResourceReader] | None = None,
+        settled: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         if not deadline_s > 0:
             raise ValueError("deadline_s must be positive")
@@ -225,6 +232,7 @@ class ReferenceFetcher:
         self._policy = NetworkPolicy(allow)
         self._backend = PolicyBackend(self._policy)  # stateless: one serves every flight
         self._servers: Mapping[str, ResourceReader] = servers if servers is not None else {}
+        self._settled = settled
         self._flights: dict[str, _Flight] = {}
         self._eager_limiter: trio.CapacityLimiter | None = None
         registry.set_removal_hook(workspace.remove)
@@ -251,6 +259,8 @@ class ReferenceFetcher:
         On any answer but :class:`Saved`, and on cancellation, nothing of this fetch is left in
         the workspace. Raises only ``trio.Cancelled`` (when the caller is cancelled).
         """
+        if self._settled is not None:
+            await self._settled()
         if isinstance(record_or_id, str):
             record = self.registry.get(record_or_id)
             if record is None:
@@ -279,6 +289,9 @@ class ReferenceFetcher:
                 await self._fly(record, flight)
             else:
                 await flight.done.wait()
+            if self._settled is not None:
+                with trio.CancelScope(shield=True):  # what the flight saved is answered
+                    await self._settled()
             if flight.outcome is not None:
                 break
             # The caller leading that flight was cancelled: lead a new one (after a new check).

@@ -13,14 +13,15 @@ forgets and can only err toward "yes" (SPEC section 4):
   refused as if it were), never confidentiality.
 
 Every operation is O(1) in the number of keys held: one hash and a set lookup, plus seven bit
-probes once the filter is in use. Nothing is ever scanned.
+probes once the filter is in use (the positions of Kirsch and Mitzenmacher's double hashing,
+from the digest's two halves). Nothing is ever scanned.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 import secrets
+from hashlib import blake2b
 from typing import Final
 
 __all__ = ["NeverMemory"]
@@ -28,6 +29,7 @@ __all__ = ["NeverMemory"]
 _PROBES: Final = 7
 _BITS_PER_KEY: Final = 15  # about 1 in 1,000 wrong at the sizing point, with 7 probes
 _SIZED_FOR: Final = 4  # the filter is sized for this many times capacity keys past it
+_LOW_64: Final = (1 << 64) - 1
 
 
 class NeverMemory:
@@ -54,37 +56,52 @@ class NeverMemory:
         """Whether keys past ``capacity`` went to the filter (answers may now err toward yes)."""
         return self._bits is not None
 
-    def _digest(self, key: str) -> bytes:
-        data = key.encode("utf-8", "surrogatepass")
-        return hashlib.blake2b(data, digest_size=16, key=self._salt).digest()
-
-    def _positions(self, digest: bytes) -> list[int]:
-        first = int.from_bytes(digest[:8], "little")
-        second = int.from_bytes(digest[8:], "little") | 1
-        return [(first + i * second) % self._size for i in range(_PROBES)]
-
     def add(self, key: str) -> None:
         """Remember ``key`` for the rest of this memory's life."""
-        digest = self._digest(key)
-        if digest in self._exact:
+        digest = blake2b(
+            key.encode("utf-8", "surrogatepass"), digest_size=16, key=self._salt
+        ).digest()
+        exact = self._exact
+        if digest in exact:
             return
-        if len(self._exact) < self.capacity:
-            self._exact.add(digest)
+        if len(exact) < self.capacity:
+            exact.add(digest)
             return
-        if self._bits is None:
-            self._bits = bytearray((self._size + 7) // 8)
-        for position in self._positions(digest):
-            self._bits[position >> 3] |= 1 << (position & 7)
+        bits = self._bits
+        if bits is None:
+            bits = self._bits = bytearray((self._size + 7) // 8)
+        # The probes (first + i * second) % size, i < _PROBES, of the digest's two halves.
+        size = self._size
+        value = int.from_bytes(digest, "little")
+        position = (value & _LOW_64) % size
+        step = ((value >> 64) | 1) % size
+        for _ in range(_PROBES):
+            bits[position >> 3] |= 1 << (position & 7)
+            position += step
+            if position >= size:
+                position -= size
         self._filtered += 1
 
     def __contains__(self, key: object) -> bool:
         """Whether ``key`` was added (or, past capacity, may have been)."""
         if not isinstance(key, str):
             return False
-        digest = self._digest(key)
+        digest = blake2b(
+            key.encode("utf-8", "surrogatepass"), digest_size=16, key=self._salt
+        ).digest()
         if digest in self._exact:
             return True
         bits = self._bits
         if bits is None:
             return False
-        return all(bits[p >> 3] & (1 << (p & 7)) for p in self._positions(digest))
+        size = self._size  # the probes of add, in the same order
+        value = int.from_bytes(digest, "little")
+        position = (value & _LOW_64) % size
+        step = ((value >> 64) | 1) % size
+        for _ in range(_PROBES):
+            if not bits[position >> 3] & (1 << (position & 7)):
+                return False
+            position += step
+            if position >= size:
+                position -= size
+        return True

@@ -1,8 +1,11 @@
 """The reference registry: one record per uri, and RFC-005's sticky ``never`` (SPEC section 4).
 
-Only :meth:`ReferenceRegistry.ingest` registers references and applies ``never`` marks, and it
+Only ingestion registers references and applies ``never`` marks. :meth:`ReferenceRegistry.ingest`
 is synchronous: between reading a result and marking, nothing can be awaited, so no fetch of
-a marked reference can be served first. Classifying and rendering never mark.
+a marked reference can be served first. :meth:`ReferenceRegistry.ingest_in_slices` does the same
+work in slices, for a caller on an event loop that holds back every view and fetch decision
+until it ends (the bridge's :class:`~scriptbridge._marks_gate.MarksGate`). Classifying and
+rendering never mark.
 
 Guarantees:
 
@@ -42,18 +45,26 @@ import copy
 import logging
 import secrets
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import islice
+from typing import Final
 
 from ._canonical import canonical_key
-from ._claims import read_claims
+from ._claims import read_claims_in_slices
 from ._classify import Reference
 from ._never import NeverMemory
+from ._walk import run_to_end
 
 __all__ = ["Journal", "ReferenceRecord", "ReferenceRegistry"]
 
 log = logging.getLogger("scriptbridge.registry")
+
+SLICE_CLAIMS: Final = 1024
+"""Never claims :meth:`ReferenceRegistry.ingest_in_slices` marks between two pauses."""
+SLICE_REFERENCES: Final = 512
+"""References :meth:`ReferenceRegistry.ingest_in_slices` registers between two pauses."""
 
 RemovalHook = Callable[[str], None]
 """Removes a saved copy, given its workspace-relative path; raises ``OSError`` on failure."""
@@ -194,17 +205,41 @@ class ReferenceRegistry:
         names them, each once. Never raises on hostile input; an unreadable result is logged
         and its records flagged unfetchable (SPEC section 3).
         """
+        return run_to_end(self.ingest_in_slices(result, server=server))
+
+    def ingest_in_slices(
+        self, result: object, *, server: str | None
+    ) -> Generator[None, None, list[ReferenceRecord]]:
+        """:meth:`ingest` as a generator that pauses (yields) between slices of its work and
+        returns the same records, leaving the registry as :meth:`ingest` leaves it.
+
+        It reads the claims (pausing every :data:`~scriptbridge._walk.SLICE_VALUES` values),
+        then marks them (pausing every :data:`SLICE_CLAIMS` claims), then registers the
+        references (every :data:`SLICE_REFERENCES`); a part of more than one slice starts with
+        a pause, and a result that small in each part is ingested without one. Each slice is
+        a run of whole steps, so at every pause the registry is consistent: it holds every mark
+        it held before, and some of the result's. The caller must run it to its end, and must
+        not change the result meanwhile; whatever must see the result's marks (a view, a fetch
+        decision) waits for its end (see :mod:`scriptbridge._marks_gate`).
+        """
         self.sweep()
-        claims = read_claims(result)
-        for uri in claims.never:
-            self._mark(uri, server)
+        claims = yield from read_claims_in_slices(result)
+        never = iter(claims.never)
+        for start in range(0, len(claims.never), SLICE_CLAIMS):
+            if start or len(claims.never) > SLICE_CLAIMS:
+                yield
+            self._mark_all(islice(never, SLICE_CLAIMS), server)
         records: dict[str, ReferenceRecord] = {}
-        for reference in claims.references:
-            record = self._register(reference, server)
-            if claims.unreadable is not None and not record.unreadable:
-                self._before_change(record)
-                record.unreadable = True
-            records.setdefault(record.id, record)
+        references = claims.references
+        for start in range(0, len(references), SLICE_REFERENCES):
+            if start or len(references) > SLICE_REFERENCES:
+                yield
+            for reference in references[start : start + SLICE_REFERENCES]:
+                record = self._register(reference, server, reference.uri in claims.never)
+                if claims.unreadable is not None and not record.unreadable:
+                    self._before_change(record)
+                    record.unreadable = True
+                records.setdefault(record.id, record)
         if claims.unreadable is not None:
             log.warning(
                 "a result from server %r couldn't be read whole for a never (%s); "
@@ -261,7 +296,9 @@ class ReferenceRegistry:
         for journal in self._journals:
             journal.keep(key, record)
 
-    def _register(self, reference: Reference, server: str | None) -> ReferenceRecord:
+    def _register(self, reference: Reference, server: str | None, marked: bool) -> ReferenceRecord:
+        """Create or refresh the record of ``reference``; ``marked``: its uri was just marked
+        (its key is in the memory, which needn't be asked again)."""
         record = self._by_uri.get(reference.uri)
         if record is None:
             self._before_change(None, reference.uri)
@@ -275,7 +312,7 @@ class ReferenceRegistry:
                 mime_type=reference.mime,
                 size=reference.size,
                 expires=reference.expires,
-                payload_never=key in self._never,
+                payload_never=marked or key in self._never,
             )
             self._by_uri[reference.uri] = record
             self._by_id[record.id] = record
@@ -316,23 +353,31 @@ class ReferenceRegistry:
             if ref_id not in self._by_id:
                 return ref_id
 
-    def _mark(self, uri: str, server: str | None) -> None:
-        key = canonical_key(uri)
-        self._never.add(key)
-        if self._never.overflowed and not self._overflow_told:
+    def _mark_all(self, uris: Iterable[str], server: str | None) -> None:
+        """Mark each of ``uris`` (never claims of one result sent by ``server``): its key enters
+        the memory, each live record under it is marked, then each key listener is told."""
+        remember = self._never.add
+        spellings_of = self._by_key.get
+        listeners = tuple(self._key_listeners)
+        for uri in uris:
+            key = canonical_key(uri)
+            remember(key)
+            spellings = spellings_of(key)
+            if spellings:
+                for record in list(spellings.values()):
+                    self._mark_record(record, server)
+            for listener in listeners:
+                try:
+                    listener(key)
+                except Exception:
+                    log.exception("a key listener failed for a never claim")
+        if not self._overflow_told and self._never.overflowed:
             self._overflow_told = True
             log.warning(
                 "the never memory is past its capacity (%d keys): every mark is still kept, "
                 "but some unmarked payloads may now be refused as if they were marked",
                 self.never_capacity,
             )
-        for record in list(self._by_key.get(key, {}).values()):
-            self._mark_record(record, server)
-        for listener in list(self._key_listeners):
-            try:
-                listener(key)
-            except Exception:
-                log.exception("a key listener failed for a never claim")
 
     def _mark_record(self, record: ReferenceRecord, server: str | None) -> None:
         if record.server is not None and server is not None and record.server != server:

@@ -3,10 +3,14 @@ loop's host side).
 
 Guarantees:
 
-- A tool's result is ingested before anything is awaited after it arrives (its never marks
-  land first), and the script gets only its script view, rendered with no await between the
+- A tool's result is ingested whole (every never mark of it landed) before its view is
+  rendered, and the script gets only its script view, rendered with no await between the
   render and the hand-back. In a batch, every result is ingested before any view of the batch
-  is rendered, so a never in one call's result reaches every call's view.
+  is rendered, so a never in one call's result reaches every call's view. A big result is
+  ingested in slices (:class:`~scriptbridge._marks_gate.MarksGate`), so the loop isn't held;
+  every view, and every fetch decision, waits until no ingestion is under way (of this run or
+  any other), so none is made against fewer marks than the results that arrived before it
+  carry.
 - An error result, a tool that raises, an unknown tool name, or a view that no message could
   carry is a failure with a one-line reason (the script's ``ToolError``), never an error of
   the run.
@@ -47,8 +51,12 @@ log = logging.getLogger("scriptbridge.supervisor")
 
 TOOL_ERROR_MAX_CHARS: Final = 100_000
 
-Ingest = Callable[[object, str | None], list[ReferenceRecord]]
-"""Registers a result's references and applies its marks: ``ingest(result, server)``."""
+Ingest = Callable[[object, str | None], Awaitable[list[ReferenceRecord]]]
+"""Registers a result's references and applies its marks: ``await ingest(result, server)``;
+every mark has landed when it returns, also when the caller was cancelled meanwhile."""
+
+WaitSettled = Callable[[], Awaitable[None]]
+"""Returns when no ingestion is under way (``MarksGate.wait_settled``)."""
 
 
 CallTool = Callable[[Tool, dict[str, Any]], Awaitable[Any]]
@@ -63,7 +71,8 @@ async def call_and_ingest(
     tool: Tool, args: dict[str, Any], call_tool: CallTool, ingest: Ingest
 ) -> tuple[bool, Any]:
     """Call ``tool`` where it belongs and ingest its result: (True, the result), or (False, a
-    one-line reason) when the tool raised. Its marks have landed when this returns."""
+    one-line reason) when the tool raised. Its marks have all landed when this returns, also
+    when the caller was cancelled meanwhile."""
     try:
         result = await call_tool(tool, args)
     except (ToolServerError, InvalidArguments) as exc:  # their own lines say it all
@@ -71,7 +80,7 @@ async def call_and_ingest(
     except Exception as exc:
         log.info("tool %s raised %s", tool.name, type(exc).__name__)
         return False, markers.one_line(f"{type(exc).__name__}: {exc}")
-    ingest(result, tool.server)  # marks land before anything is awaited
+    await ingest(result, tool.server)  # whole, even if the caller is cancelled meanwhile
     return True, result
 
 
@@ -86,6 +95,7 @@ class RunServices:
         registry: ReferenceRegistry,
         fetcher: ReferenceFetcher,
         ingest: Ingest,
+        wait_settled: WaitSettled,
         workspace_root: Path,
         *,
         call_tool: CallTool | None = None,
@@ -96,13 +106,17 @@ class RunServices:
         self._registry = registry
         self._fetcher = fetcher
         self._ingest = ingest
+        self._wait_settled = wait_settled
         self._root = workspace_root
         self._call_tool = call_tool or _call_here
         self._call_keys = itertools.count()
 
     async def call(self, name: str, args: dict[str, Any]) -> tuple[bool, Any]:
         """Call one tool; returns (True, script view) or (False, one-line reason)."""
-        return self._answer(name, *await self._invoke(name, args))
+        ok, result = await self._invoke(name, args)
+        if ok:
+            await self._wait_settled()
+        return self._answer(name, ok, result)
 
     async def call_batch(self, calls: Sequence[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
         """Run a batch's calls concurrently (at most ``max_parallel_calls`` at once); the
@@ -117,6 +131,7 @@ class RunServices:
         async with trio.open_nursery() as nursery:
             for index, (name, args) in enumerate(calls):
                 nursery.start_soon(one, index, name, args)
+        await self._wait_settled()  # then every view is rendered with no await between
         outcomes: list[dict[str, Any]] = []
         for (name, _args), done in zip(calls, invoked, strict=True):
             if done is None:  # pragma: no cover - every task of the nursery finished
@@ -149,7 +164,8 @@ class RunServices:
 
     def _answer(self, name: str, ok: bool, result: Any) -> tuple[bool, Any]:
         """What the script gets for an invoked call: its view, rendered now against every mark
-        ingested so far, or the failure's reason."""
+        ingested so far (the caller has waited until no ingestion is under way), or the
+        failure's reason."""
         if not ok:
             return False, result
         if isinstance(result, dict) and result.get("isError") is True:
@@ -170,6 +186,7 @@ class RunServices:
         run = self._run
         if ref_id not in run.given_ids:
             raise ProtocolViolation("the child fetched a reference id this run was never given")
+        await self._wait_settled()  # no decision while marks are landing
         record = self._registry.get(ref_id)
         if record is None:
             return FetchResult(call_id=call_id, unfetchable=markers.NO_LONGER_HELD)
@@ -193,6 +210,7 @@ class RunServices:
             if outcome.reason != markers.PAYLOAD_NEVER:
                 run.failed_fetches[ref_id] = outcome.reason
             return FetchResult(call_id=call_id, unfetchable=outcome.reason)
+        await self._wait_settled()
         if self._registry.is_marked(record.uri):  # marked meanwhile: not linked, not named
             return FetchResult(call_id=call_id, unfetchable=markers.PAYLOAD_NEVER)
         try:

@@ -37,6 +37,7 @@ then the spares' directories and the trash are removed.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import re
@@ -57,6 +58,7 @@ from ._fetcher import ReferenceFetcher
 from ._hosting import Host, open_host
 from ._launcher import Child, Launcher, ZygoteLauncher, exit_error
 from ._limits import Limits
+from ._marks_gate import MarksGate
 from ._mcp import McpServer
 from ._registry import ReferenceRecord, ReferenceRegistry
 from ._result_dict import result_dict
@@ -113,6 +115,7 @@ class Bridge:
         self.limits = limits or Limits()
         self.workspace = Workspace(workspace)
         self.registry = ReferenceRegistry()
+        self._gate = MarksGate(self.registry)
         self._servers: dict[str, McpServer] = {}
         self.fetcher = ReferenceFetcher(
             self.registry,
@@ -120,6 +123,7 @@ class Bridge:
             allow=fetch_allow,
             eager_max_bytes=eager_max_bytes,
             servers=self._servers,
+            settled=self._gate.wait_settled,
         )
         self.launcher: Launcher = launcher if launcher is not None else ZygoteLauncher()
         self._tools = ToolTable()
@@ -199,16 +203,11 @@ class Bridge:
         _check_server_name(server.name, self._servers)
         await server.open(self._nursery)
         try:
-            self._tools.add(McpTool(server, tool) for tool in server.tools)
+            _offer_tools_of(server, self._tools)
         except ValueError:
             await server.aclose()
             raise
         self._servers[server.name] = server
-        server.on_tools_changed(
-            lambda changed: self._tools.replace_server(
-                changed.name, [McpTool(changed, tool) for tool in changed.tools]
-            )
-        )
 
     @property
     def tool_names(self) -> list[str]:
@@ -353,17 +352,41 @@ def _new_run(
     return run
 
 
+async def _ingest_in_slices(
+    bridge: Bridge, result: object, server: str | None
+) -> list[ReferenceRecord]:
+    """Ingest ``result`` through the marks gate (in slices: a flood of claims doesn't hold the
+    loop), then start the eager pass on its records when it is on."""
+    records = await bridge._gate.ingest(result, server)
+    if bridge._nursery is not None and bridge.fetcher.eager_max_bytes is not None:
+        bridge.fetcher.start_eager(bridge._nursery, records)
+    return records
+
+
 async def _model_call(bridge: Bridge, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     tool = bridge._tools.get(name)
     if tool is None:
         raise ValueError(f"no tool is named {name!r}")
-    ok, answer = await call_and_ingest(tool, arguments, bridge._live().call_tool, bridge._ingest)
+    ingest = functools.partial(_ingest_in_slices, bridge)
+    ok, answer = await call_and_ingest(tool, arguments, bridge._live().call_tool, ingest)
     if not ok:
         return {"content": [{"type": "text", "text": answer}], "isError": True}
+    await bridge._gate.wait_settled()  # no await from here to the view: marks before views
     shown = lanes.live_copy(answer, bridge.registry)
     content = [{"type": "text", "text": shown}] if isinstance(shown, str) else shown
     top = result_dict(answer)
     return {"content": content, "isError": top is not None and top.get("isError") is True}
+
+
+def _offer_tools_of(server: McpServer, table: ToolTable) -> None:
+    """Offer ``server``'s tools in ``table``, and its new list each time it lists them anew.
+    Raises ``ValueError`` for a name already taken (nothing is offered then)."""
+    table.add(McpTool(server, tool) for tool in server.tools)
+    server.on_tools_changed(
+        lambda changed: table.replace_server(
+            changed.name, [McpTool(changed, tool) for tool in changed.tools]
+        )
+    )
 
 
 def _check_server_name(name: str, taken: Mapping[str, object]) -> None:
@@ -386,7 +409,8 @@ async def _serve(
     source: str,
     inputs: Mapping[str, Any] | None,
 ) -> tuple[Any, ScriptError | None]:
-    """Serve the run's child within its wall time; returns (value, error)."""
+    """Serve the run's child within its wall time; returns (value, error). Its tool results
+    are ingested in slices (:class:`MarksGate`: the loop isn't held by a flood of claims)."""
     run_dir.make()  # there already, unless the launcher's child is a test's double
     services = RunServices(
         run,
@@ -394,7 +418,8 @@ async def _serve(
         table,
         bridge.registry,
         bridge.fetcher,
-        bridge._ingest,
+        functools.partial(_ingest_in_slices, bridge),
+        bridge._gate.wait_settled,
         bridge.workspace.root,
         call_tool=bridge._live().call_tool,
     )

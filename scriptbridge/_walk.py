@@ -12,14 +12,19 @@ stack, so no input can overflow it. Each walk keeps:
 Past a limit a walk fails closed: the claims walk calls the result unreadable, and a view shows
 ``DATA_TOO_DEEP`` in place of what it could not read.
 
+The claims walk can also run in slices (:func:`scriptbridge._claims.read_claims_in_slices`): a
+generator that pauses (yields) after every :data:`SLICE_VALUES` values it visits, so a caller
+on an event loop can let other tasks run between slices; :func:`run_to_end` runs one without
+pausing.
+
 :func:`copy_tree` is the bounded copy every view of data makes (the script view's general path,
 the model's lanes).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Final
+from collections.abc import Callable, Generator
+from typing import Any, Final, TypeVar
 
 from sandbox.protocol import MAX_DATA_DEPTH, MAX_DATA_NODES
 
@@ -31,6 +36,21 @@ MAX_DEPTH: Final = MAX_DATA_DEPTH
 """The channel's own depth limit (``sandbox.protocol.MAX_DATA_DEPTH``): one limit for both sides."""
 NODE_BUDGET: Final = MAX_DATA_NODES
 """Values one walk may open: the channel's own bound on one plain-data value."""
+SLICE_VALUES: Final = 2048
+"""Values a sliced walk visits between two pauses (a few milliseconds of work)."""
+
+T = TypeVar("T")
+
+
+def run_to_end(slices: Generator[None, None, T]) -> T:
+    """Run a sliced computation (a generator that yields at its pauses) through every pause,
+    and return its value."""
+    while True:
+        try:
+            next(slices)
+        except StopIteration as done:
+            value: T = done.value
+            return value
 
 
 def children_of(container: dict[Any, Any] | list[Any] | tuple[Any, ...]) -> list[Any]:

@@ -1,6 +1,8 @@
 """Never marks through a real Bridge (SPEC sections 4 and 5): a batch's marks reach every view
-of the batch, a mark reaches a run's link of a copy whose record was evicted, and a run's
-payload requests are bounded by ``Limits.max_fetches``. Real children, a real loopback server.
+of the batch, a mark reaches a run's link of a copy whose record was evicted, a run's
+payload requests are bounded by ``Limits.max_fetches``, and while one run's flood of claims is
+ingested in slices no other run's view or fetch goes first. Real children, a real loopback
+server.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ from typing import Any
 
 import pytest
 import trio
-from loopback_http import LoopbackServer, body, start_server
+from loopback_http import LoopbackServer, body, gated, start_server
 
 from scriptbridge import markers
+from scriptbridge._fetcher import Unfetchable
 from scriptbridge._limits import Limits
 from scriptbridge._supervisor import Bridge
 from scriptbridge._tools import python_tool
@@ -30,6 +33,25 @@ def reference(uri: str) -> dict[str, Any]:
 
 def never(uri: str) -> dict[str, Any]:
     return {"content": [{"type": "resource", "uri": uri, "disposition": "never"}]}
+
+
+def never_image(uri: str) -> dict[str, Any]:
+    return {"type": "image", "data": "", "mimeType": "image/png", "uri": uri,
+            "disposition": "never"}  # fmt: skip
+
+
+def links(uris: list[str]) -> dict[str, Any]:
+    return {"content": [{"type": "resource_link", "uri": uri, "name": "p.txt"} for uri in uris]}
+
+
+FLOOD = 20_000
+"""Never claims in a flood: many slices of ingestion (``scriptbridge._marks_gate``)."""
+
+
+def flood(uris: list[str]) -> dict[str, Any]:
+    """A result of ``FLOOD`` never claims, then one for each of ``uris``."""
+    content = [never_image(f"https://flood.example/{n}") for n in range(FLOOD)]
+    return {"content": content + [never_image(uri) for uri in uris]}
 
 
 @pytest.fixture
@@ -177,3 +199,82 @@ async def test_call_tool_gives_the_host_the_models_live_lane(
     with pytest.raises(ValueError, match="no tool"):
         await bridge.call_tool("missing", {})
     assert payloads.hits["/p1.txt"] == 0
+
+
+async def test_a_view_waits_for_the_marks_of_another_runs_flood(bridge: Bridge) -> None:
+    """A run's view of links is rendered only once another run's flood, whose marks were
+    landing when the links arrived, has marked every one of them."""
+    secret = [f"https://s{n}.example/doc" for n in range(50)]
+    marking = trio.Event()
+    bridge.registry.add_key_listener(lambda key: marking.set())
+
+    async def the_links() -> dict[str, Any]:
+        await marking.wait()  # the flood is being ingested
+        return links(secret)
+
+    bridge.add_tool(python_tool(lambda: flood(secret), name="flood"))
+    bridge.add_tool(python_tool(the_links, name="links"))
+    results: dict[str, Any] = {}
+
+    async def run(name: str, source: str) -> None:
+        results[name] = await bridge.run(source)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run, "flood", 'len(call_tool("flood")["content"])')
+        nursery.start_soon(run, "links", 'call_tool("links")["content"]')
+    assert results["flood"].ok and results["links"].ok, results
+    for block in results["links"].value:
+        assert "uri" not in block and block["unfetchable"] == markers.PAYLOAD_NEVER, block
+
+
+async def test_a_fetch_waits_for_the_marks_of_another_runs_flood(
+    bridge: Bridge, payloads: LoopbackServer
+) -> None:
+    """A download that ends while another run's flood naming it never is being ingested is
+    answered with the mark, to the run and to the host that joined it, and no later fetch of a
+    uri that flood names is even requested."""
+    paths = [f"/q{n}.txt" for n in range(8)]
+    uris = [payloads.url(path) for path in paths]
+    arrived, release = trio.Event(), trio.Event()
+    for path in paths:
+        payloads.routes[path] = gated(b"secret", arrived, release)
+
+    async def the_flood() -> dict[str, Any]:
+        await arrived.wait()  # the first download is in flight
+        release.set()  # its body is sent once the flood's ingestion has begun: no checkpoint
+        return flood(uris)  # comes between a tool's return and its result's ingestion
+
+    bridge.add_tool(python_tool(the_flood, name="flood"))
+    bridge.add_tool(python_tool(lambda: links(uris), name="links"))
+    results: dict[str, Any] = {}
+
+    async def run(name: str, source: str) -> None:
+        results[name] = await bridge.run(source)
+
+    async def host_fetch() -> None:
+        await arrived.wait()
+        record = bridge.registry.record_for(uris[0])
+        assert record is not None
+        results["host"] = await bridge.fetcher.fetch(record)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(host_fetch)
+        nursery.start_soon(run, "flood", 'len(call_tool("flood")["content"])')
+        nursery.start_soon(
+            run,
+            "fetches",
+            script("""
+            outcomes = []
+            for block in call_tool("links")["content"]:
+                try:
+                    outcomes.append(read_text(fetch(block)))
+                except Unfetchable as exc:
+                    outcomes.append(str(exc))
+            outcomes
+            """),
+        )
+    assert results["flood"].ok and results["fetches"].ok, results
+    assert results["fetches"].value == [markers.PAYLOAD_NEVER] * len(paths)
+    assert results["host"] == Unfetchable(markers.PAYLOAD_NEVER)
+    assert [payloads.hits[path] for path in paths] == [1] + [0] * (len(paths) - 1)
+    assert list((bridge.workspace.root / "refs").iterdir()) == []

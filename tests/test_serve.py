@@ -465,21 +465,21 @@ async def test_sessions_are_capped_and_expire(tmp_path: pathlib.Path) -> None:
 async def test_two_http_clients_never_share_a_session(tmp_path: pathlib.Path) -> None:
     """Over HTTP, a session_id belongs to the MCP session that opened it: another client
     passing the same id gets a session of its own (and can't read the first one's state)."""
-    async with http_server("--workspace", str(tmp_path)) as url:
-        async with (
-            streamable_http_client(url) as (read_a, write_a),
-            ClientSession(read_a, write_a) as first,
-            streamable_http_client(url) as (read_b, write_b),
-            ClientSession(read_b, write_b) as second,
-        ):
-            await first.initialize()
-            await second.initialize()
-            args = {"code": "secret = 'of the first client'", "session_id": "s"}
-            assert not (await first.call_tool("run_python", args)).is_error
-            stolen = await second.call_tool("run_python", {"code": "secret", "session_id": "s"})
-            assert stolen.is_error and "NameError" in text_of(stolen), text_of(stolen)
-            kept = await first.call_tool("run_python", {"code": "secret", "session_id": "s"})
-            assert (kept.structured_content or {}).get("value") == "of the first client"
+    async with (
+        http_server("--workspace", str(tmp_path)) as url,
+        streamable_http_client(url) as (read_a, write_a),
+        ClientSession(read_a, write_a) as first,
+        streamable_http_client(url) as (read_b, write_b),
+        ClientSession(read_b, write_b) as second,
+    ):
+        await first.initialize()
+        await second.initialize()
+        args = {"code": "secret = 'of the first client'", "session_id": "s"}
+        assert not (await first.call_tool("run_python", args)).is_error
+        stolen = await second.call_tool("run_python", {"code": "secret", "session_id": "s"})
+        assert stolen.is_error and "NameError" in text_of(stolen), text_of(stolen)
+        kept = await first.call_tool("run_python", {"code": "secret", "session_id": "s"})
+        assert (kept.structured_content or {}).get("value") == "of the first client"
 
 
 def rss_kib(pid: int) -> int:
