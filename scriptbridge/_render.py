@@ -46,7 +46,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, assert_never
+from sys import getrefcount
+from typing import Any, Final, assert_never
 
 from . import markers
 from ._blocks import BLOCK_TYPES
@@ -72,9 +73,11 @@ from ._disclosure import ShownReference, show_record, show_reference
 from ._plain import INT_MAX, INT_MIN, is_plain_leaf, plain_children, plain_key
 from ._registry import ReferenceRegistry
 from ._result_dict import data_of, result_dict
-from ._walk import NODE_BUDGET, Budget, children_of, copy_tree
+from ._walk import Budget, children_of, copy_tree
 
 __all__ = ["ScriptView", "render_for_script", "render_script_view", "render_withheld_view"]
+
+_NONE_TYPE: Final = type(None)
 
 
 @dataclass(frozen=True)
@@ -108,7 +111,8 @@ def render_for_script(result: object, registry: ReferenceRegistry) -> ScriptView
 def _finished(parts: dict[str, Any], walk: _Walk | None, is_error: bool) -> ScriptView:
     """The view of ``parts`` (its content and data), counted (module doc of ScriptView)."""
     view = {"content": parts["content"], "data": parts["data"], "isError": is_error}
-    content_nodes = 1 + sum(1 + 2 * len(block) for block in view["content"])
+    content = view["content"]
+    content_nodes = 1 + len(content) + 2 * sum(map(len, content))  # each block: it, keys, values
     data_nodes = walk.budget.copied if walk is not None else 1
     ids = frozenset(walk.ids) if walk is not None else frozenset()
     return ScriptView(view, ids, 5 + content_nodes + data_nodes)  # the dict, 3 keys, isError
@@ -153,7 +157,7 @@ def _render_plain(top: dict[Any, Any], registry: ReferenceRegistry) -> ScriptVie
         assert opened is not None  # a strict walk raises instead
         rest = list(opened)
         blocks: Any = top.get("content")
-        shown: tuple[list[Any], list[int]] | None = None
+        shown: _ContentRead | None = None
         if type(blocks) is list or type(blocks) is tuple:
             _remove(rest, blocks)  # read here; the rest of the result walks after
             shown = _read_content(claims_walk, blocks)
@@ -169,9 +173,15 @@ def _render_plain(top: dict[Any, Any], registry: ReferenceRegistry) -> ScriptVie
         # its blocks: having been reached once only by the claims walk, none of them is in the
         # data, so the data's walk would never find one in its seen set).
         walk.budget.open(blocks, len(blocks))
-        content, waiting = shown
-        for index in waiting:
+        content = shown.shown
+        for index in shown.waiting:
             content[index] = walk.show_waiting(content[index])
+        views = walk.record_views
+        for index, uri, never in shown.links:
+            view = views[never].get(uri)
+            content[index] = (
+                view.copy() if view is not None else walk.show_link(content[index], uri, never)
+            )
     data = walk.plain_value(data_of(top))
     return _finished({"content": content, "data": data}, walk, top.get("isError") is True)
 
@@ -205,30 +215,67 @@ def _remove(values: list[Any], value: object) -> None:
             return
 
 
-def _read_content(
-    claims_walk: PlainWalk, blocks: list[Any] | tuple[Any, ...]
-) -> tuple[list[Any], list[int]]:
+class _ContentRead:
+    """What :func:`_read_content` made of a content array: its views in order, where each
+    reference and script object (whose view depends on the claims of the whole result) holds
+    the block itself instead, and what to show in those places once the claims are read."""
+
+    __slots__ = ("links", "shown", "waiting")
+
+    def __init__(self) -> None:
+        self.shown: list[Any] = []
+        self.waiting: list[int] = []
+        """The indexes of the blocks to show by :meth:`_Walk.show_waiting`."""
+        self.links: list[tuple[int, str, bool]] = []
+        """``(index, uri, never)`` of each resource link with a uri of its own and no
+        container among its values: shown by :meth:`_Walk.show_link`."""
+
+
+def _read_content(claims_walk: PlainWalk, blocks: list[Any] | tuple[Any, ...]) -> _ContentRead:
     """Read the claims of a content array of plain data (depth 1), and show its blocks.
 
     Each block is opened, classified and noted as ``claims_walk`` does it (its methods are
     inlined here: this loop runs once a block), and what is below it walked; raises
-    :class:`NotPlain` as that strict walk does. A block of a common shape is shown by
-    :func:`_plain_view` without being classified. Returns the views in order, where each
-    reference and script object (whose view depends on the claims of the whole result) holds
-    the block itself instead, and the indexes of those.
+    :class:`NotPlain` as that strict walk does.
+
+    A block that is an exact dict whose keys are all exact ``str`` (checked by identity of
+    type before any key is looked up, so that looking one up runs nothing of its own) and of
+    one of these exact shapes is shown at once, each of its values checked to be plain data
+    where it is read:
+
+    - ``{"type": "text", "text": str}``: a text block;
+    - ``{"type": "image" | "audio", "data": str, "mimeType": str}`` with a media type that
+      holds something besides whitespace: inline data;
+    - ``{"type": "resource", "resource": dict}`` whose record's keys are ``str`` and values
+      plain data (:func:`_plain_record`), with a ``str`` ``uri``, a ``str`` ``text`` and no
+      ``str`` ``blob``: an embedded resource of text, at which the claims walk stops;
+    - ``{"type": "resource_link", "uri": non-empty str, ...}`` with no container among its
+      values: a reference, noted in :attr:`_ContentRead.links`, whose own disposition may
+      claim its uri never.
+
+    These are the views :func:`_plain_view` and :meth:`_Walk.show_waiting` give such blocks,
+    and the claims and node counts :func:`_read_block` takes from them. Any other dict is
+    read by :func:`_read_block`.
     """
     seen = claims_walk.seen
-    never = claims_walk.never
     if id(blocks) in seen:
         raise NotPlain  # reached twice
     seen.add(id(blocks))
     claims_walk.count(len(blocks))
-    shown: list[Any] = []
+    if max(map(getrefcount, blocks), default=_ONE_HOLDER) > _ONE_HOLDER:
+        _see_dicts(seen, blocks)  # some block may be held twice: the seen set decides
+    read = _ContentRead()
+    shown = read.shown
     show = shown.append
-    waiting: list[int] = []
+    link = read.links.append
+    never = claims_walk.never
+    well_formed = markers.well_formed
+    nodes = 0  # counted into claims_walk.nodes before anything else reads it
     for block in blocks:  # each one's type is checked before it is read
         if type(block) is not dict:
             if type(block) is list or type(block) is tuple:
+                claims_walk.count(nodes)
+                nodes = 0
                 below = claims_walk.open(block, 2)
                 claims_walk.count(len(block))
                 if below:
@@ -237,56 +284,173 @@ def _read_content(
                 raise NotPlain
             show(_text(markers.UNKNOWN_BLOCK))  # it classifies as unknown
             continue
-        key = id(block)
-        if key in seen:
-            raise NotPlain  # reached twice: a limit, which a strict walk doesn't read past
-        seen.add(key)
-        below = plain_children(block)
-        if below is None:
-            raise NotPlain
-        kind = block.get("type")
-        if type(kind) is not str or kind not in BLOCK_TYPES:
-            show(_text(markers.UNKNOWN_BLOCK))  # not a block: it classifies as unknown
-        elif kind == "resource_link" and _linked(block):
-            # A reference, whose own disposition may claim its uri never, and whose view
-            # waits for the claims.
-            if is_never(block.get("disposition")):
-                never[block["uri"]] = None
-            waiting.append(len(shown))
-            show(block)
+        for name in block:
+            if type(name) is not str:
+                break
         else:
-            if kind == "resource":
-                check_record(block)  # before its record is read
-            view = _plain_view(block, kind)
-            if view is not None:
-                show(view)
-                if kind == "resource":
-                    continue  # an embedded resource: no walk reads its fields
-            else:
-                classification = classify_block(block)
-                if isinstance(classification, Reference | ScriptObject):
-                    if isinstance(classification, Reference) and classification.never:
-                        never[classification.uri] = None
-                    # Its view waits for the claims; the block waits, not its classification
-                    # (a classification kept alive is one more object for the garbage
-                    # collector to scan, which costs more than classifying again).
-                    waiting.append(len(shown))
-                    show(block)
-                else:
-                    show(_local_view(classification))
-                    if isinstance(classification, Withheld):
-                        if classification.never_uri:
-                            never[classification.never_uri] = None
-                        if classification.embedded:
-                            continue  # no walk reads an embedded resource's fields
-                    elif isinstance(classification, Embedded):
+            kind = block.get("type")
+            if type(kind) is str:
+                size = len(block)
+                if kind == "text":
+                    text = block.get("text")
+                    if size == 2 and type(text) is str:
+                        show(
+                            {"type": "text", "text": text if text.isascii() else well_formed(text)}
+                        )
+                        nodes += 2
                         continue
-        claims_walk.nodes += len(block)
-        if claims_walk.nodes > NODE_BUDGET:
-            raise NotPlain
-        if below:
-            claims_walk.walk(below, 3)
-    return shown, waiting
+                elif kind == "image" or kind == "audio":
+                    data = block.get("data")
+                    mime = block.get("mimeType")
+                    if size == 3 and type(data) is str and type(mime) is str and mime.strip():
+                        show(
+                            {
+                                "type": kind,
+                                "data": data if data.isascii() else well_formed(data),
+                                "mimeType": mime if mime.isascii() else well_formed(mime),
+                            }
+                        )
+                        nodes += 3
+                        continue
+                elif kind == "resource_link":
+                    uri = block.get("uri")
+                    if type(uri) is str and uri:
+                        for value in block.values():
+                            value_type = type(value)
+                            if not (
+                                value_type is str
+                                or value_type is _NONE_TYPE
+                                or value_type is int
+                                or value_type is bool
+                                or value_type is float
+                                or value_type is bytes
+                            ):
+                                break
+                        else:
+                            disposition = block.get("disposition")
+                            claimed = disposition is not None and is_never(disposition)
+                            if claimed:
+                                never[uri] = None
+                            link((len(shown), uri, claimed))
+                            show(block)
+                            nodes += size
+                            continue
+                elif kind == "resource":
+                    record = block.get("resource")
+                    if size == 2 and type(record) is dict and _plain_record(record):
+                        text = record.get("text")
+                        if (
+                            type(record.get("uri")) is str
+                            and type(text) is str
+                            and type(record.get("blob")) is not str
+                        ):
+                            show(
+                                {
+                                    "type": "text",
+                                    "text": text if text.isascii() else well_formed(text),
+                                }
+                            )
+                            continue  # an embedded resource: no walk reads its fields
+        claims_walk.count(nodes)
+        nodes = 0
+        _read_block(claims_walk, block, read)
+    claims_walk.count(nodes)
+    return read
+
+
+_ONE_HOLDER: Final = max(map(getrefcount, [{}]))
+"""What :func:`sys.getrefcount` answers, called by :func:`map` over a list, for a dict that
+list alone holds (CPython counts every reference a container holds, and the one ``map``
+passes)."""
+
+
+def _see_dicts(seen: set[int], blocks: list[Any] | tuple[Any, ...]) -> None:
+    """Put the content's dicts in the claims walk's seen set, or raise :class:`NotPlain` when
+    one is there already or listed twice (reached twice: a limit, which a strict walk doesn't
+    read past, in any order).
+
+    Needed only when some block of the content may be held by another container too: a block
+    that :func:`sys.getrefcount` counts held by the content array alone (:data:`_ONE_HOLDER`)
+    is in no other container, so no walk of the result can reach it a second time, and the
+    content's loop leaves it out of the seen set.
+    """
+    dicts = [id(block) for block in blocks if type(block) is dict]
+    before = len(seen)
+    seen.update(dicts)
+    if len(seen) - before != len(dicts):
+        raise NotPlain
+
+
+def _plain_record(record: dict[Any, Any]) -> bool:
+    """Whether an exact dict's keys are exact ``str`` and its values plain data (containers
+    included, not read): :func:`check_record`'s condition, in the common case."""
+    for key, value in record.items():
+        if type(key) is not str:
+            return False
+        value_type = type(value)
+        if not (
+            value_type is str
+            or value_type is _NONE_TYPE
+            or value_type is int
+            or value_type is bool
+            or value_type is float
+            or value_type is bytes
+            or value_type is dict
+            or value_type is list
+            or value_type is tuple
+        ):
+            return False
+    return True
+
+
+def _read_block(claims_walk: PlainWalk, block: dict[Any, Any], read: _ContentRead) -> None:
+    """Read one block of a content array (an exact dict, already in the seen set) as
+    :func:`_read_content` reads it, and show it."""
+    below = plain_children(block)
+    if below is None:
+        raise NotPlain
+    shown = read.shown
+    never = claims_walk.never
+    kind = block.get("type")
+    if type(kind) is not str or kind not in BLOCK_TYPES:
+        shown.append(_text(markers.UNKNOWN_BLOCK))  # not a block: it classifies as unknown
+    elif kind == "resource_link" and _linked(block):
+        # A reference, whose own disposition may claim its uri never, and whose view
+        # waits for the claims.
+        if is_never(block.get("disposition")):
+            never[block["uri"]] = None
+        read.waiting.append(len(shown))
+        shown.append(block)
+    else:
+        if kind == "resource":
+            check_record(block)  # before its record is read
+        view = _plain_view(block, kind)
+        if view is not None:
+            shown.append(view)
+            if kind == "resource":
+                return  # an embedded resource: no walk reads its fields
+        else:
+            classification = classify_block(block)
+            if isinstance(classification, Reference | ScriptObject):
+                if isinstance(classification, Reference) and classification.never:
+                    never[classification.uri] = None
+                # Its view waits for the claims; the block waits, not its classification
+                # (a classification kept alive is one more object for the garbage
+                # collector to scan, which costs more than classifying again).
+                read.waiting.append(len(shown))
+                shown.append(block)
+            else:
+                shown.append(_local_view(classification))
+                if isinstance(classification, Withheld):
+                    if classification.never_uri:
+                        never[classification.never_uri] = None
+                    if classification.embedded:
+                        return  # no walk reads an embedded resource's fields
+                elif isinstance(classification, Embedded):
+                    return
+    claims_walk.count(len(block))
+    if below:
+        claims_walk.walk(below, 3)
 
 
 def _linked(block: dict[Any, Any]) -> bool:
@@ -359,8 +523,8 @@ class _Walk:
     record_views: tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]] = field(
         default_factory=lambda: ({}, {})
     )
-    """The views :meth:`show_waiting` made of records in this walk, by record id: of blocks that
-    don't claim never themselves, and of blocks that do."""
+    """The views :meth:`show_link` made of records in this walk, by uri: of links that don't
+    claim never themselves, and of links that do."""
     ids: set[str] = field(default_factory=set)
     """The ids of the script objects this walk made."""
 
@@ -447,28 +611,34 @@ class _Walk:
 
     def show_waiting(self, block: dict[Any, Any]) -> dict[str, Any]:
         """What a block of plain data that classifies as a reference or a script object shows
-        as, on the plain path.
-
-        A resource link whose uri has a record (see :func:`_linked`) is read from the block
-        without classifying it, as :func:`show_reference` reads it: its view is the view of
-        that record (:func:`show_record`) under this walk's claims and the block's own never.
-        That view is made once per record and never flag in this walk, and each block gets a
-        copy of it: on the plain path nothing runs between two blocks that could change the
-        registry, and this walk's claims don't change. (A registry holds at most its capacity
-        of records, so a large result's registered links cost at most that many views.) Any
-        other block is classified and shown.
-        """
+        as, on the plain path: a resource link with a uri of its own (see :func:`_linked`) as
+        :meth:`show_link` shows it, any other block classified and shown."""
         if block.get("type") == "resource_link" and _linked(block):
-            record = self.registry.record_for(block["uri"])
-            if record is not None:
-                never = is_never(block.get("disposition"))
-                views = self.record_views[never]
-                view = views.get(record.id)
-                if view is None:
-                    shown = show_record(record, self.registry, self.claims, never=never)
-                    view = views[record.id] = self._object(shown)
-                return view.copy()
+            return self.show_link(block, block["uri"], is_never(block.get("disposition")))
         return self.show(classify_block(block))
+
+    def show_link(self, block: dict[Any, Any], uri: str, never: bool) -> dict[str, Any]:
+        """What a resource link of plain data with the uri of its own ``uri`` shows as, on the
+        plain path, ``never`` saying whether its own disposition claims never.
+
+        When ``uri`` has a record, the link is read without classifying it, as
+        :func:`show_reference` reads it: its view is the view of that record
+        (:func:`show_record`) under this walk's claims and the block's own never. That view
+        is made once per uri and never flag in this walk (in :attr:`record_views`), and each
+        block gets a copy of it: on the plain path nothing runs between two blocks that could
+        change the registry, and this walk's claims don't change. (A registry holds at most
+        its capacity of records, so a large result's registered links cost at most that many
+        views.) A link whose uri has no record is classified and shown.
+        """
+        views = self.record_views[never]
+        view = views.get(uri)
+        if view is None:
+            record = self.registry.record_for(uri)
+            if record is None:
+                return self.show(classify_block(block))
+            shown = show_record(record, self.registry, self.claims, never=never)
+            view = views[uri] = self._object(shown)
+        return view.copy()
 
     def show(self, classification: Classification) -> dict[str, Any]:
         """What a block of this classification shows as."""
