@@ -140,7 +140,9 @@ def _render_plain(top: dict[Any, Any], registry: ReferenceRegistry) -> ScriptVie
       remembered (classifying plain data again gives the same classification), or read
       without classifying it when it has a common shape (:func:`_plain_view`). A reference
       (or script object), whose view depends on the whole result's claims, is shown once the
-      claims are read (:meth:`_Walk.show_waiting`).
+      claims are read (:meth:`_Walk.show_waiting`), or, for a resource link with a record, as
+      the claims read so far show it, and again once they are all read if a later never
+      claims its uri (:meth:`_Walk.settle_links`).
     - Having reached no limit, the claims walk read every container once, no deeper than the
       depth limit, within the node budget, and the view's walk reads no more than it did, in
       fewer nodes; so the view's walk, which still keeps its own seen set and budget, meets no
@@ -151,6 +153,7 @@ def _render_plain(top: dict[Any, Any], registry: ReferenceRegistry) -> ScriptVie
     if type(top) is not dict:
         return None
     claims_walk = PlainWalk(keep_references=False, strict=True)
+    walk = _Walk(registry, _NO_CLAIMS, {})  # its claims are set once the claims walk ends
     try:
         opened = claims_walk.open(top, 0)
         claims_walk.count(len(top))
@@ -160,11 +163,11 @@ def _render_plain(top: dict[Any, Any], registry: ReferenceRegistry) -> ScriptVie
         shown: _ContentRead | None = None
         if type(blocks) is list or type(blocks) is tuple:
             _remove(rest, blocks)  # read here; the rest of the result walks after
-            shown = _read_content(claims_walk, blocks)
+            shown = _read_content(claims_walk, blocks, walk)
         claims_walk.walk(rest, 1)
     except NotPlain:
         return None
-    walk = _Walk(registry, claims_walk.claims(), {})
+    walk.claims = claims_walk.claims()
     content: list[Any]
     if shown is None:
         content = walk.content(blocks)
@@ -174,14 +177,9 @@ def _render_plain(top: dict[Any, Any], registry: ReferenceRegistry) -> ScriptVie
         # data, so the data's walk would never find one in its seen set).
         walk.budget.open(blocks, len(blocks))
         content = shown.shown
+        walk.settle_links(blocks, content, shown.links)
         for index in shown.waiting:
             content[index] = walk.show_waiting(content[index])
-        views = walk.record_views
-        for index, uri, never in shown.links:
-            view = views[never].get(uri)
-            content[index] = (
-                view.copy() if view is not None else walk.show_link(content[index], uri, never)
-            )
     data = walk.plain_value(data_of(top))
     return _finished({"content": content, "data": data}, walk, top.get("isError") is True)
 
@@ -226,12 +224,14 @@ class _ContentRead:
         self.shown: list[Any] = []
         self.waiting: list[int] = []
         """The indexes of the blocks to show by :meth:`_Walk.show_waiting`."""
-        self.links: list[tuple[int, str, bool]] = []
-        """``(index, uri, never)`` of each resource link with a uri of its own and no
-        container among its values: shown by :meth:`_Walk.show_link`."""
+        self.links: list[int] = []
+        """The indexes of the resource links shown while the content was read under no
+        never claim of their uri (see :meth:`_Walk.settle_links`)."""
 
 
-def _read_content(claims_walk: PlainWalk, blocks: list[Any] | tuple[Any, ...]) -> _ContentRead:
+def _read_content(
+    claims_walk: PlainWalk, blocks: list[Any] | tuple[Any, ...], walk: _Walk
+) -> _ContentRead:
     """Read the claims of a content array of plain data (depth 1), and show its blocks.
 
     Each block is opened, classified and noted as ``claims_walk`` does it (its methods are
@@ -250,8 +250,9 @@ def _read_content(claims_walk: PlainWalk, blocks: list[Any] | tuple[Any, ...]) -
       plain data (:func:`_plain_record`), with a ``str`` ``uri``, a ``str`` ``text`` and no
       ``str`` ``blob``: an embedded resource of text, at which the claims walk stops;
     - ``{"type": "resource_link", "uri": non-empty str, ...}`` with no container among its
-      values: a reference, noted in :attr:`_ContentRead.links`, whose own disposition may
-      claim its uri never.
+      values: a reference, whose own disposition may claim its uri never, shown by ``walk``
+      (:meth:`_Walk.link_view`) under the never claims read so far when its uri has a record,
+      else shown once the claims are read, as :meth:`_Walk.show_waiting` shows it.
 
     These are the views :func:`_plain_view` and :meth:`_Walk.show_waiting` give such blocks,
     and the claims and node counts :func:`_read_block` takes from them. Any other dict is
@@ -268,7 +269,9 @@ def _read_content(claims_walk: PlainWalk, blocks: list[Any] | tuple[Any, ...]) -
     shown = read.shown
     show = shown.append
     link = read.links.append
+    wait = read.waiting.append
     never = claims_walk.never
+    link_views = walk.record_views
     well_formed = markers.well_formed
     nodes = 0  # counted into claims_walk.nodes before anything else reads it
     for block in blocks:  # each one's type is checked before it is read
@@ -331,8 +334,16 @@ def _read_content(claims_walk: PlainWalk, blocks: list[Any] | tuple[Any, ...]) -
                             claimed = disposition is not None and is_never(disposition)
                             if claimed:
                                 never[uri] = None
-                            link((len(shown), uri, claimed))
-                            show(block)
+                            else:
+                                claimed = uri in never
+                            view = link_views[claimed].get(uri) or walk.link_view(uri, claimed)
+                            if view is None:  # no record: shown once the claims are read
+                                wait(len(shown))
+                                show(block)
+                            else:
+                                if not claimed:
+                                    link(len(shown))
+                                show(view.copy())
                             nodes += size
                             continue
                 elif kind == "resource":
@@ -507,6 +518,10 @@ def _plain_view(block: dict[Any, Any], kind: str) -> dict[str, Any] | None:
     return None
 
 
+_NO_CLAIMS: Final = Claims(frozenset(), (), None)
+"""The claims of a result of which none has been read: readable, no never."""
+
+
 def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": markers.well_formed(text)}
 
@@ -523,8 +538,9 @@ class _Walk:
     record_views: tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]] = field(
         default_factory=lambda: ({}, {})
     )
-    """The views :meth:`show_link` made of records in this walk, by uri: of links that don't
-    claim never themselves, and of links that do."""
+    """The views :meth:`link_view` made of records in this walk, by uri: of links that no
+    never claims (under ``claims``, or under the never claims read so far while those are not
+    set), and of links that a never claims."""
     ids: set[str] = field(default_factory=set)
     """The ids of the script objects this walk made."""
 
@@ -617,6 +633,39 @@ class _Walk:
             return self.show_link(block, block["uri"], is_never(block.get("disposition")))
         return self.show(classify_block(block))
 
+    def link_view(self, uri: str, never: bool) -> dict[str, Any] | None:
+        """The view of a resource link with the uri of its own ``uri`` when ``uri`` has a
+        record, ``None`` when it has none; ``never`` says whether a never claims it besides
+        this walk's claims. Made once per uri and never flag, kept in :attr:`record_views`:
+        the caller shows a copy."""
+        record = self.registry.record_for(uri)
+        if record is None:
+            return None
+        shown = show_record(record, self.registry, self.claims, never=never)
+        view = self.record_views[never][uri] = self._object(shown)
+        return view
+
+    def settle_links(self, blocks: Any, content: list[Any], links: list[int]) -> None:
+        """Show again, now that this walk's claims are set, the links :func:`_read_content`
+        showed (at ``links`` in ``content``, of ``blocks``) before a never claimed their uri.
+
+        Those views were made under the never claims read so far, and a never read later
+        (further on in the content, or in the data) claims their uri too: each such uri's view
+        is forgotten and the links of it shown again (:meth:`show_link`). Then every view in
+        :attr:`record_views` is the view under this walk's claims.
+        """
+        unclaimed = self.record_views[False]
+        late = [uri for uri in unclaimed if uri in self.claims.never]
+        if not late:
+            return
+        for uri in late:
+            del unclaimed[uri]
+        for index in links:
+            block = blocks[index]
+            uri = block["uri"]
+            if uri in self.claims.never:
+                content[index] = self.show_link(block, uri, is_never(block.get("disposition")))
+
     def show_link(self, block: dict[Any, Any], uri: str, never: bool) -> dict[str, Any]:
         """What a resource link of plain data with the uri of its own ``uri`` shows as, on the
         plain path, ``never`` saying whether its own disposition claims never.
@@ -630,15 +679,8 @@ class _Walk:
         its capacity of records, so a large result's registered links cost at most that many
         views.) A link whose uri has no record is classified and shown.
         """
-        views = self.record_views[never]
-        view = views.get(uri)
-        if view is None:
-            record = self.registry.record_for(uri)
-            if record is None:
-                return self.show(classify_block(block))
-            shown = show_record(record, self.registry, self.claims, never=never)
-            view = views[uri] = self._object(shown)
-        return view.copy()
+        view = self.record_views[never].get(uri) or self.link_view(uri, never)
+        return view.copy() if view is not None else self.show(classify_block(block))
 
     def show(self, classification: Classification) -> dict[str, Any]:
         """What a block of this classification shows as."""
