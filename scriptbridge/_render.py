@@ -263,8 +263,6 @@ def _read_content(
         raise NotPlain  # reached twice
     seen.add(id(blocks))
     claims_walk.count(len(blocks))
-    if max(map(getrefcount, blocks), default=_ONE_HOLDER) > _ONE_HOLDER:
-        _see_dicts(seen, blocks)  # some block may be held twice: the seen set decides
     read = _ContentRead()
     shown = read.shown
     show = shown.append
@@ -274,94 +272,77 @@ def _read_content(
     link_views = walk.record_views
     well_formed = markers.well_formed
     nodes = 0  # counted into claims_walk.nodes before anything else reads it
-    for block in blocks:  # each one's type is checked before it is read
-        if type(block) is not dict:
-            if type(block) is list or type(block) is tuple:
-                claims_walk.count(nodes)
-                nodes = 0
-                below = claims_walk.open(block, 2)
-                claims_walk.count(len(block))
-                if below:
-                    claims_walk.walk(below, 3)
-            elif not is_plain_leaf(block):
-                raise NotPlain
+    for block, holders in zip(blocks, map(getrefcount, blocks), strict=True):
+        if type(block) is not dict:  # each one's type is checked before it is read
+            claims_walk.count(nodes)
+            nodes = 0
+            _read_other(claims_walk, block)
             show(_text(markers.UNKNOWN_BLOCK))  # it classifies as unknown
             continue
+        if holders > _ONE_HOLDER:  # another container may hold it: the seen set decides
+            key = id(block)
+            if key in seen:
+                raise NotPlain  # reached twice: a limit, which a strict walk doesn't read past
+            seen.add(key)
+        kind: object = None
         for name in block:
             if type(name) is not str:
-                break
+                break  # not looked up: read by _read_block
         else:
             kind = block.get("type")
-            if type(kind) is str:
-                size = len(block)
-                if kind == "text":
-                    text = block.get("text")
-                    if size == 2 and type(text) is str:
-                        show(
-                            {"type": "text", "text": text if text.isascii() else well_formed(text)}
-                        )
-                        nodes += 2
-                        continue
-                elif kind == "image" or kind == "audio":
-                    data = block.get("data")
-                    mime = block.get("mimeType")
-                    if size == 3 and type(data) is str and type(mime) is str and mime.strip():
-                        show(
-                            {
-                                "type": kind,
-                                "data": data if data.isascii() else well_formed(data),
-                                "mimeType": mime if mime.isascii() else well_formed(mime),
-                            }
-                        )
-                        nodes += 3
-                        continue
-                elif kind == "resource_link":
-                    uri = block.get("uri")
-                    if type(uri) is str and uri:
-                        for value in block.values():
-                            value_type = type(value)
-                            if not (
-                                value_type is str
-                                or value_type is _NONE_TYPE
-                                or value_type is int
-                                or value_type is bool
-                                or value_type is float
-                                or value_type is bytes
-                            ):
-                                break
-                        else:
-                            disposition = block.get("disposition")
-                            claimed = disposition is not None and is_never(disposition)
-                            if claimed:
-                                never[uri] = None
-                            else:
-                                claimed = uri in never
-                            view = link_views[claimed].get(uri) or walk.link_view(uri, claimed)
-                            if view is None:  # no record: shown once the claims are read
-                                wait(len(shown))
-                                show(block)
-                            else:
-                                if not claimed:
-                                    link(len(shown))
-                                show(view.copy())
-                            nodes += size
-                            continue
-                elif kind == "resource":
-                    record = block.get("resource")
-                    if size == 2 and type(record) is dict and _plain_record(record):
-                        text = record.get("text")
-                        if (
-                            type(record.get("uri")) is str
-                            and type(text) is str
-                            and type(record.get("blob")) is not str
-                        ):
-                            show(
-                                {
-                                    "type": "text",
-                                    "text": text if text.isascii() else well_formed(text),
-                                }
-                            )
-                            continue  # an embedded resource: no walk reads its fields
+        if type(kind) is not str:
+            pass
+        elif kind == "text":
+            text = block.get("text")
+            if len(block) == 2 and type(text) is str:
+                show({"type": "text", "text": text if text.isascii() else well_formed(text)})
+                nodes += 2
+                continue
+        elif kind == "image" or kind == "audio":
+            data = block.get("data")
+            mime = block.get("mimeType")
+            if len(block) == 3 and type(data) is str and type(mime) is str and mime.strip():
+                show(
+                    {
+                        "type": kind,
+                        "data": data if data.isascii() else well_formed(data),
+                        "mimeType": mime if mime.isascii() else well_formed(mime),
+                    }
+                )
+                nodes += 3
+                continue
+        elif kind == "resource":
+            record = block.get("resource")
+            if len(block) == 2 and type(record) is dict and _plain_record(record):
+                text = record.get("text")
+                if (
+                    type(record.get("uri")) is str
+                    and type(text) is str
+                    and type(record.get("blob")) is not str
+                ):
+                    show({"type": "text", "text": text if text.isascii() else well_formed(text)})
+                    continue  # an embedded resource: no walk reads its fields
+        elif kind == "resource_link":
+            uri = block.get("uri")
+            if type(uri) is str and uri and _scalars(block):
+                disposition = block.get("disposition")
+                claimed = disposition is not None and (
+                    disposition == "never" or is_never(disposition)
+                )
+                if claimed:
+                    never[uri] = None
+                else:
+                    claimed = uri in never
+                view = link_views[claimed].get(uri) or walk.link_view(uri, claimed)
+                if view is None:  # no record: shown once the claims are read
+                    wait(len(shown))
+                    show(block)
+                else:
+                    if not claimed:
+                        link(len(shown))
+                    show(view.copy())
+                nodes += len(block)
+                continue
         claims_walk.count(nodes)
         nodes = 0
         _read_block(claims_walk, block, read)
@@ -369,27 +350,47 @@ def _read_content(
     return read
 
 
-_ONE_HOLDER: Final = max(map(getrefcount, [{}]))
-"""What :func:`sys.getrefcount` answers, called by :func:`map` over a list, for a dict that
-list alone holds (CPython counts every reference a container holds, and the one ``map``
-passes)."""
-
-
-def _see_dicts(seen: set[int], blocks: list[Any] | tuple[Any, ...]) -> None:
-    """Put the content's dicts in the claims walk's seen set, or raise :class:`NotPlain` when
-    one is there already or listed twice (reached twice: a limit, which a strict walk doesn't
-    read past, in any order).
-
-    Needed only when some block of the content may be held by another container too: a block
-    that :func:`sys.getrefcount` counts held by the content array alone (:data:`_ONE_HOLDER`)
-    is in no other container, so no walk of the result can reach it a second time, and the
-    content's loop leaves it out of the seen set.
-    """
-    dicts = [id(block) for block in blocks if type(block) is dict]
-    before = len(seen)
-    seen.update(dicts)
-    if len(seen) - before != len(dicts):
+def _read_other(claims_walk: PlainWalk, item: object) -> None:
+    """Read the claims below an item of a content array that is not a dict (it shows as an
+    unknown block): a list or tuple is opened at depth 2 and walked; any other item must be a
+    leaf of plain data, else :class:`NotPlain`."""
+    if type(item) is list or type(item) is tuple:
+        below = claims_walk.open(item, 2)
+        claims_walk.count(len(item))
+        if below:
+            claims_walk.walk(below, 3)
+    elif not is_plain_leaf(item):
         raise NotPlain
+
+
+def _holders_of_one() -> int:
+    """What :func:`sys.getrefcount` answers in :func:`_read_content`'s loop (the same ``zip``
+    over the content and ``map`` of it) for a dict that its content array alone holds."""
+    content: list[dict[str, Any]] = [{}]
+    return next(zip(content, map(getrefcount, content), strict=True))[1]
+
+
+_ONE_HOLDER: Final = _holders_of_one()
+"""CPython counts every reference any container holds: a block counted more than this in
+:func:`_read_content`'s loop may be held by another container too, and only those need a place
+in the claims walk's seen set, since no walk can reach a block its content array alone holds a
+second time."""
+
+
+def _scalars(block: dict[Any, Any]) -> bool:
+    """Whether every value of an exact dict is a leaf of plain data (by identity of type)."""
+    for value in block.values():
+        value_type = type(value)
+        if not (
+            value_type is str
+            or value_type is _NONE_TYPE
+            or value_type is int
+            or value_type is bool
+            or value_type is float
+            or value_type is bytes
+        ):
+            return False
+    return True
 
 
 def _plain_record(record: dict[Any, Any]) -> bool:
