@@ -44,8 +44,9 @@ content's blocks while it renders them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from sys import getrefcount
 from typing import Any, Final, assert_never
 
@@ -78,6 +79,16 @@ from ._walk import Budget, children_of, copy_tree
 __all__ = ["ScriptView", "render_for_script", "render_script_view", "render_withheld_view"]
 
 _NONE_TYPE: Final = type(None)
+
+_compiled_read_blocks: Callable[..., int] | None
+"""The compiled twin of :func:`_read_blocks`, or ``None`` when it wasn't built."""
+try:
+    from ._fastcontent import configure as _configure_compiled
+    from ._fastcontent import read_blocks as _compiled_read_blocks
+except ImportError:  # built without a C compiler (or SCRIPTBRIDGE_PURE_PYTHON=1)
+    _compiled_read_blocks = None
+else:
+    _configure_compiled(markers.well_formed, is_never, NotPlain)
 
 
 @dataclass(frozen=True)
@@ -234,14 +245,48 @@ def _read_content(
 ) -> _ContentRead:
     """Read the claims of a content array of plain data (depth 1), and show its blocks.
 
-    Each block is opened, classified and noted as ``claims_walk`` does it (its methods are
-    inlined here: this loop runs once a block), and what is below it walked; raises
-    :class:`NotPlain` as that strict walk does.
+    Each block is opened, classified and noted as ``claims_walk`` does it, and what is below
+    it walked; raises :class:`NotPlain` as that strict walk does. The blocks are read by the
+    compiled loop (``scriptbridge._fastcontent``, built at install when a C compiler is at
+    hand) or else by its twin in Python, :func:`_read_blocks`: the two give the same views,
+    claims, seen set and node count.
+    """
+    seen = claims_walk.seen
+    if id(blocks) in seen:
+        raise NotPlain  # reached twice
+    seen.add(id(blocks))
+    claims_walk.count(len(blocks))
+    read = _ContentRead()
+    if _compiled_read_blocks is None:
+        nodes = _read_blocks(claims_walk, blocks, walk, read)
+    else:
+        nodes = _compiled_read_blocks(
+            blocks,
+            read.shown,
+            read.links,
+            read.waiting,
+            claims_walk.never,
+            seen,
+            walk.record_views,
+            walk.link_view,
+            partial(_read_item, claims_walk, read),
+        )
+    claims_walk.count(nodes)
+    return read
 
-    A block that is an exact dict whose keys are all exact ``str`` (checked by identity of
-    type before any key is looked up, so that looking one up runs nothing of its own) and of
-    one of these exact shapes is shown at once, each of its values checked to be plain data
-    where it is read:
+
+def _read_blocks(
+    claims_walk: PlainWalk, blocks: list[Any] | tuple[Any, ...], walk: _Walk, read: _ContentRead
+) -> int:
+    """:func:`_read_content`'s loop over the blocks; returns the nodes they hold that are left
+    to count (the claims walk's count is the same once they are counted, and a count past the
+    budget raises then as it would have sooner).
+
+    A block held by another container besides the content array (:data:`_ONE_HOLDER`) is put
+    in the seen set; :class:`NotPlain` if it is there already. A block that is an exact dict
+    whose keys are all exact ``str`` (checked by identity of type before any key is looked up,
+    so that looking one up runs nothing of its own) and of one of these exact shapes is shown
+    at once, each of its values checked to be plain data where it is read:
 
     - ``{"type": "text", "text": str}``: a text block;
     - ``{"type": "image" | "audio", "data": str, "mimeType": str}`` with a media type that
@@ -255,15 +300,10 @@ def _read_content(
       else shown once the claims are read, as :meth:`_Walk.show_waiting` shows it.
 
     These are the views :func:`_plain_view` and :meth:`_Walk.show_waiting` give such blocks,
-    and the claims and node counts :func:`_read_block` takes from them. Any other dict is
-    read by :func:`_read_block`.
+    and the claims and node counts :func:`_read_block` takes from them. Any other item is read
+    by :func:`_read_item`. ``scriptbridge/_fastcontent.c`` is this loop in C.
     """
     seen = claims_walk.seen
-    if id(blocks) in seen:
-        raise NotPlain  # reached twice
-    seen.add(id(blocks))
-    claims_walk.count(len(blocks))
-    read = _ContentRead()
     shown = read.shown
     show = shown.append
     link = read.links.append
@@ -276,8 +316,7 @@ def _read_content(
         if type(block) is not dict:  # each one's type is checked before it is read
             claims_walk.count(nodes)
             nodes = 0
-            _read_other(claims_walk, block)
-            show(_text(markers.UNKNOWN_BLOCK))  # it classifies as unknown
+            _read_item(claims_walk, read, block)
             continue
         if holders > _ONE_HOLDER:  # another container may hold it: the seen set decides
             key = id(block)
@@ -345,15 +384,18 @@ def _read_content(
                 continue
         claims_walk.count(nodes)
         nodes = 0
-        _read_block(claims_walk, block, read)
-    claims_walk.count(nodes)
-    return read
+        _read_item(claims_walk, read, block)
+    return nodes
 
 
-def _read_other(claims_walk: PlainWalk, item: object) -> None:
-    """Read the claims below an item of a content array that is not a dict (it shows as an
-    unknown block): a list or tuple is opened at depth 2 and walked; any other item must be a
-    leaf of plain data, else :class:`NotPlain`."""
+def _read_item(claims_walk: PlainWalk, read: _ContentRead, item: object) -> None:
+    """Read an item of a content array that :func:`_read_blocks` doesn't show at once, and
+    show it: a dict (already in the seen set if it needs a place there) by
+    :func:`_read_block`; a list or tuple, opened at depth 2 and walked, and any other leaf of
+    plain data show as an unknown block; anything else raises :class:`NotPlain`."""
+    if type(item) is dict:
+        _read_block(claims_walk, item, read)
+        return
     if type(item) is list or type(item) is tuple:
         below = claims_walk.open(item, 2)
         claims_walk.count(len(item))
@@ -361,6 +403,7 @@ def _read_other(claims_walk: PlainWalk, item: object) -> None:
             claims_walk.walk(below, 3)
     elif not is_plain_leaf(item):
         raise NotPlain
+    read.shown.append(_text(markers.UNKNOWN_BLOCK))  # it classifies as unknown
 
 
 def _holders_of_one() -> int:
