@@ -39,7 +39,10 @@ no walk limit; on any other result it gives up before it has run anything of the
 and the general path reads it. On plain data classifying a block is a pure function of it, so
 the plain path classifies each block where it needs it instead of keeping a memo (a big memo
 costs more in garbage collection than classifying again), and reads the claims of the
-content's blocks while it renders them.
+content's blocks while it renders them. Blocks of the common shapes are shown there without
+being classified, by a loop that is compiled at install (``scriptbridge/_fastcontent.c``, built
+by ``hatch_build.py`` when a C compiler is at hand) or else runs as its Python twin
+(:func:`_read_blocks`); the two give the same views, and only the speed differs.
 """
 
 from __future__ import annotations
@@ -147,9 +150,12 @@ def _render_plain(top: dict[Any, Any], registry: ReferenceRegistry) -> ScriptVie
 
     - The claims are the general walk's. A strict walk that reaches no limit finds the same
       never claims in any order, so it reads the content's blocks first, as it renders them.
+      Its seen set holds a block of the content only when another container may hold it too
+      (:data:`_ONE_HOLDER`): no walk can reach a block the content array alone holds twice.
     - Each block shows what its classification shows, classified where it is shown instead of
       remembered (classifying plain data again gives the same classification), or read
-      without classifying it when it has a common shape (:func:`_plain_view`). A reference
+      without classifying it when it has a common shape (:func:`_read_blocks`,
+      :func:`_plain_view`). A reference
       (or script object), whose view depends on the whole result's claims, is shown once the
       claims are read (:meth:`_Walk.show_waiting`), or, for a resource link with a record, as
       the claims read so far show it, and again once they are all read if a later never
