@@ -334,13 +334,24 @@ def content_loop(which: str) -> Iterator[None]:
         _render._compiled_read_blocks = compiled
 
 
+def read_as(result: Any) -> list[Any]:
+    """A result as drawn, a deep copy of it (its blocks held by nothing but the result, as in
+    a result decoded from JSON; its sharing kept), and that copy with its content as a tuple
+    (as a Python tool may hand it)."""
+    readings = [result, copy.deepcopy(result)]
+    as_tuple = copy.deepcopy(result)
+    if type(as_tuple) is dict and type(as_tuple.get("content")) is list:
+        as_tuple["content"] = tuple(as_tuple["content"])
+        readings.append(as_tuple)
+    return readings
+
+
 def check_paths_agree(results: list[Any], reg: ReferenceRegistry) -> int:
     """Each result renders and reads the same on both paths, the plain one with each content
     loop (the two decline alike); returns how many took the plain path to render. Each is read
-    as drawn, and as a deep copy of it too: its blocks held by nothing but the result (as in a
-    result decoded from JSON), its sharing kept."""
+    in each of its forms (:func:`read_as`)."""
     plain_renders = 0
-    for result in [item for drawn in results for item in (drawn, copy.deepcopy(drawn))]:
+    for result in [item for drawn in results for item in read_as(drawn)]:
         general = _render_general(result, reg)
         check_what_the_render_learnt(general)
         declined = set()
