@@ -9,7 +9,7 @@ NPM_STAMP := $(NPM_DIR)/.installed
 
 .PHONY: test demo lint bench clean npm-servers
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml hatch_build.py scriptbridge/_fastcontent.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test,smolagents]'

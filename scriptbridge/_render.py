@@ -39,14 +39,19 @@ no walk limit; on any other result it gives up before it has run anything of the
 and the general path reads it. On plain data classifying a block is a pure function of it, so
 the plain path classifies each block where it needs it instead of keeping a memo (a big memo
 costs more in garbage collection than classifying again), and reads the claims of the
-content's blocks while it renders them.
+content's blocks while it renders them. Blocks of the common shapes are shown there without
+being classified, by a loop that is compiled at install (``scriptbridge/_fastcontent.c``, built
+by ``hatch_build.py`` when a C compiler is at hand) or else runs as its Python twin
+(:func:`_read_blocks`); the two give the same views, and only the speed differs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, assert_never
+from functools import partial
+from sys import getrefcount
+from typing import Any, Final, assert_never
 
 from . import markers
 from ._blocks import BLOCK_TYPES
@@ -72,9 +77,21 @@ from ._disclosure import ShownReference, show_record, show_reference
 from ._plain import INT_MAX, INT_MIN, is_plain_leaf, plain_children, plain_key
 from ._registry import ReferenceRegistry
 from ._result_dict import data_of, result_dict
-from ._walk import NODE_BUDGET, Budget, children_of, copy_tree
+from ._walk import Budget, children_of, copy_tree
 
 __all__ = ["ScriptView", "render_for_script", "render_script_view", "render_withheld_view"]
+
+_NONE_TYPE: Final = type(None)
+
+_compiled_read_blocks: Callable[..., int] | None
+"""The compiled twin of :func:`_read_blocks`, or ``None`` when it wasn't built."""
+try:
+    from ._fastcontent import configure as _configure_compiled
+    from ._fastcontent import read_blocks as _compiled_read_blocks
+except ImportError:  # built without a C compiler (or SCRIPTBRIDGE_PURE_PYTHON=1)
+    _compiled_read_blocks = None
+else:
+    _configure_compiled(markers.well_formed, is_never, NotPlain)
 
 
 @dataclass(frozen=True)
@@ -108,7 +125,8 @@ def render_for_script(result: object, registry: ReferenceRegistry) -> ScriptView
 def _finished(parts: dict[str, Any], walk: _Walk | None, is_error: bool) -> ScriptView:
     """The view of ``parts`` (its content and data), counted (module doc of ScriptView)."""
     view = {"content": parts["content"], "data": parts["data"], "isError": is_error}
-    content_nodes = 1 + sum(1 + 2 * len(block) for block in view["content"])
+    content = view["content"]
+    content_nodes = 1 + len(content) + 2 * sum(map(len, content))  # each block: it, keys, values
     data_nodes = walk.budget.copied if walk is not None else 1
     ids = frozenset(walk.ids) if walk is not None else frozenset()
     return ScriptView(view, ids, 5 + content_nodes + data_nodes)  # the dict, 3 keys, isError
@@ -132,11 +150,16 @@ def _render_plain(top: dict[Any, Any], registry: ReferenceRegistry) -> ScriptVie
 
     - The claims are the general walk's. A strict walk that reaches no limit finds the same
       never claims in any order, so it reads the content's blocks first, as it renders them.
+      Its seen set holds a block of the content only when another container may hold it too
+      (:data:`_ONE_HOLDER`): no walk can reach a block the content array alone holds twice.
     - Each block shows what its classification shows, classified where it is shown instead of
       remembered (classifying plain data again gives the same classification), or read
-      without classifying it when it has a common shape (:func:`_plain_view`). A reference
+      without classifying it when it has a common shape (:func:`_read_blocks`,
+      :func:`_plain_view`). A reference
       (or script object), whose view depends on the whole result's claims, is shown once the
-      claims are read (:meth:`_Walk.show_waiting`).
+      claims are read (:meth:`_Walk.show_waiting`), or, for a resource link with a record, as
+      the claims read so far show it, and again once they are all read if a later never
+      claims its uri (:meth:`_Walk.settle_links`).
     - Having reached no limit, the claims walk read every container once, no deeper than the
       depth limit, within the node budget, and the view's walk reads no more than it did, in
       fewer nodes; so the view's walk, which still keeps its own seen set and budget, meets no
@@ -147,20 +170,21 @@ def _render_plain(top: dict[Any, Any], registry: ReferenceRegistry) -> ScriptVie
     if type(top) is not dict:
         return None
     claims_walk = PlainWalk(keep_references=False, strict=True)
+    walk = _Walk(registry, _NO_CLAIMS, {})  # its claims are set once the claims walk ends
     try:
         opened = claims_walk.open(top, 0)
         claims_walk.count(len(top))
         assert opened is not None  # a strict walk raises instead
         rest = list(opened)
         blocks: Any = top.get("content")
-        shown: tuple[list[Any], list[int]] | None = None
+        shown: _ContentRead | None = None
         if type(blocks) is list or type(blocks) is tuple:
             _remove(rest, blocks)  # read here; the rest of the result walks after
-            shown = _read_content(claims_walk, blocks)
+            shown = _read_content(claims_walk, blocks, walk)
         claims_walk.walk(rest, 1)
     except NotPlain:
         return None
-    walk = _Walk(registry, claims_walk.claims(), {})
+    walk.claims = claims_walk.claims()
     content: list[Any]
     if shown is None:
         content = walk.content(blocks)
@@ -169,8 +193,9 @@ def _render_plain(top: dict[Any, Any], registry: ReferenceRegistry) -> ScriptVie
         # its blocks: having been reached once only by the claims walk, none of them is in the
         # data, so the data's walk would never find one in its seen set).
         walk.budget.open(blocks, len(blocks))
-        content, waiting = shown
-        for index in waiting:
+        content = shown.shown
+        walk.settle_links(blocks, content, shown.links)
+        for index in shown.waiting:
             content[index] = walk.show_waiting(content[index])
     data = walk.plain_value(data_of(top))
     return _finished({"content": content, "data": data}, walk, top.get("isError") is True)
@@ -205,88 +230,288 @@ def _remove(values: list[Any], value: object) -> None:
             return
 
 
+class _ContentRead:
+    """What :func:`_read_content` made of a content array: its views in order, where each
+    reference and script object (whose view depends on the claims of the whole result) holds
+    the block itself instead, and what to show in those places once the claims are read."""
+
+    __slots__ = ("links", "shown", "waiting")
+
+    def __init__(self) -> None:
+        self.shown: list[Any] = []
+        self.waiting: list[int] = []
+        """The indexes of the blocks to show by :meth:`_Walk.show_waiting`."""
+        self.links: list[int] = []
+        """The indexes of the resource links shown while the content was read under no
+        never claim of their uri (see :meth:`_Walk.settle_links`)."""
+
+
 def _read_content(
-    claims_walk: PlainWalk, blocks: list[Any] | tuple[Any, ...]
-) -> tuple[list[Any], list[int]]:
+    claims_walk: PlainWalk, blocks: list[Any] | tuple[Any, ...], walk: _Walk
+) -> _ContentRead:
     """Read the claims of a content array of plain data (depth 1), and show its blocks.
 
-    Each block is opened, classified and noted as ``claims_walk`` does it (its methods are
-    inlined here: this loop runs once a block), and what is below it walked; raises
-    :class:`NotPlain` as that strict walk does. A block of a common shape is shown by
-    :func:`_plain_view` without being classified. Returns the views in order, where each
-    reference and script object (whose view depends on the claims of the whole result) holds
-    the block itself instead, and the indexes of those.
+    Each block is opened, classified and noted as ``claims_walk`` does it, and what is below
+    it walked; raises :class:`NotPlain` as that strict walk does. The blocks are read by the
+    compiled loop (``scriptbridge._fastcontent``, built at install when a C compiler is at
+    hand) or else by its twin in Python, :func:`_read_blocks`: the two give the same views,
+    claims, seen set and node count.
     """
     seen = claims_walk.seen
-    never = claims_walk.never
     if id(blocks) in seen:
         raise NotPlain  # reached twice
     seen.add(id(blocks))
     claims_walk.count(len(blocks))
-    shown: list[Any] = []
+    read = _ContentRead()
+    if _compiled_read_blocks is None:
+        nodes = _read_blocks(claims_walk, blocks, walk, read)
+    else:
+        nodes = _compiled_read_blocks(
+            blocks,
+            read.shown,
+            read.links,
+            read.waiting,
+            claims_walk.never,
+            seen,
+            walk.record_views,
+            walk.link_view,
+            partial(_read_item, claims_walk, read),
+        )
+    claims_walk.count(nodes)
+    return read
+
+
+def _read_blocks(
+    claims_walk: PlainWalk, blocks: list[Any] | tuple[Any, ...], walk: _Walk, read: _ContentRead
+) -> int:
+    """:func:`_read_content`'s loop over the blocks; returns the nodes they hold that are left
+    to count (the claims walk's count is the same once they are counted, and a count past the
+    budget raises then as it would have sooner).
+
+    A block held by another container besides the content array (:data:`_ONE_HOLDER`) is put
+    in the seen set; :class:`NotPlain` if it is there already. A block that is an exact dict
+    whose keys are all exact ``str`` (checked by identity of type before any key is looked up,
+    so that looking one up runs nothing of its own) and of one of these exact shapes is shown
+    at once, each of its values checked to be plain data where it is read:
+
+    - ``{"type": "text", "text": str}``: a text block;
+    - ``{"type": "image" | "audio", "data": str, "mimeType": str}`` with a media type that
+      holds something besides whitespace: inline data;
+    - ``{"type": "resource", "resource": dict}`` whose record's keys are ``str`` and values
+      plain data (:func:`_plain_record`), with a ``str`` ``uri``, a ``str`` ``text`` and no
+      ``str`` ``blob``: an embedded resource of text, at which the claims walk stops;
+    - ``{"type": "resource_link", "uri": non-empty str, ...}`` with no container among its
+      values: a reference, whose own disposition may claim its uri never, shown by ``walk``
+      (:meth:`_Walk.link_view`) under the never claims read so far when its uri has a record,
+      else shown once the claims are read, as :meth:`_Walk.show_waiting` shows it.
+
+    These are the views :func:`_plain_view` and :meth:`_Walk.show_waiting` give such blocks,
+    and the claims and node counts :func:`_read_block` takes from them. Any other item is read
+    by :func:`_read_item`. ``scriptbridge/_fastcontent.c`` is this loop in C.
+    """
+    seen = claims_walk.seen
+    shown = read.shown
     show = shown.append
-    waiting: list[int] = []
-    for block in blocks:  # each one's type is checked before it is read
-        if type(block) is not dict:
-            if type(block) is list or type(block) is tuple:
-                below = claims_walk.open(block, 2)
-                claims_walk.count(len(block))
-                if below:
-                    claims_walk.walk(below, 3)
-            elif not is_plain_leaf(block):
-                raise NotPlain
-            show(_text(markers.UNKNOWN_BLOCK))  # it classifies as unknown
+    link = read.links.append
+    wait = read.waiting.append
+    never = claims_walk.never
+    link_views = walk.record_views
+    well_formed = markers.well_formed
+    nodes = 0  # counted into claims_walk.nodes before anything else reads it
+    for block, holders in zip(blocks, map(getrefcount, blocks), strict=True):
+        if type(block) is not dict:  # each one's type is checked before it is read
+            claims_walk.count(nodes)
+            nodes = 0
+            _read_item(claims_walk, read, block)
             continue
-        key = id(block)
-        if key in seen:
-            raise NotPlain  # reached twice: a limit, which a strict walk doesn't read past
-        seen.add(key)
-        below = plain_children(block)
-        if below is None:
-            raise NotPlain
-        kind = block.get("type")
-        if type(kind) is not str or kind not in BLOCK_TYPES:
-            show(_text(markers.UNKNOWN_BLOCK))  # not a block: it classifies as unknown
-        elif kind == "resource_link" and _linked(block):
-            # A reference, whose own disposition may claim its uri never, and whose view
-            # waits for the claims.
-            if is_never(block.get("disposition")):
-                never[block["uri"]] = None
-            waiting.append(len(shown))
-            show(block)
+        if holders > _ONE_HOLDER:  # another container may hold it: the seen set decides
+            key = id(block)
+            if key in seen:
+                raise NotPlain  # reached twice: a limit, which a strict walk doesn't read past
+            seen.add(key)
+        kind: object = None
+        for name in block:
+            if type(name) is not str:
+                break  # not looked up: read by _read_block
         else:
-            if kind == "resource":
-                check_record(block)  # before its record is read
-            view = _plain_view(block, kind)
-            if view is not None:
-                show(view)
-                if kind == "resource":
+            kind = block.get("type")
+        if type(kind) is not str:
+            pass
+        elif kind == "text":
+            text = block.get("text")
+            if len(block) == 2 and type(text) is str:
+                show({"type": "text", "text": text if text.isascii() else well_formed(text)})
+                nodes += 2
+                continue
+        elif kind == "image" or kind == "audio":
+            data = block.get("data")
+            mime = block.get("mimeType")
+            if len(block) == 3 and type(data) is str and type(mime) is str and mime.strip():
+                show(
+                    {
+                        "type": kind,
+                        "data": data if data.isascii() else well_formed(data),
+                        "mimeType": mime if mime.isascii() else well_formed(mime),
+                    }
+                )
+                nodes += 3
+                continue
+        elif kind == "resource":
+            record = block.get("resource")
+            if len(block) == 2 and type(record) is dict and _plain_record(record):
+                text = record.get("text")
+                if (
+                    type(record.get("uri")) is str
+                    and type(text) is str
+                    and type(record.get("blob")) is not str
+                ):
+                    show({"type": "text", "text": text if text.isascii() else well_formed(text)})
                     continue  # an embedded resource: no walk reads its fields
-            else:
-                classification = classify_block(block)
-                if isinstance(classification, Reference | ScriptObject):
-                    if isinstance(classification, Reference) and classification.never:
-                        never[classification.uri] = None
-                    # Its view waits for the claims; the block waits, not its classification
-                    # (a classification kept alive is one more object for the garbage
-                    # collector to scan, which costs more than classifying again).
-                    waiting.append(len(shown))
+        elif kind == "resource_link":
+            uri = block.get("uri")
+            if type(uri) is str and uri and _scalars(block):
+                disposition = block.get("disposition")
+                claimed = disposition is not None and (
+                    disposition == "never" or is_never(disposition)
+                )
+                if claimed:
+                    never[uri] = None
+                else:
+                    claimed = uri in never
+                view = link_views[claimed].get(uri) or walk.link_view(uri, claimed)
+                if view is None:  # no record: shown once the claims are read
+                    wait(len(shown))
                     show(block)
                 else:
-                    show(_local_view(classification))
-                    if isinstance(classification, Withheld):
-                        if classification.never_uri:
-                            never[classification.never_uri] = None
-                        if classification.embedded:
-                            continue  # no walk reads an embedded resource's fields
-                    elif isinstance(classification, Embedded):
-                        continue
-        claims_walk.nodes += len(block)
-        if claims_walk.nodes > NODE_BUDGET:
-            raise NotPlain
+                    if not claimed:
+                        link(len(shown))
+                    show(view.copy())
+                nodes += len(block)
+                continue
+        claims_walk.count(nodes)
+        nodes = 0
+        _read_item(claims_walk, read, block)
+    return nodes
+
+
+def _read_item(claims_walk: PlainWalk, read: _ContentRead, item: object) -> None:
+    """Read an item of a content array that :func:`_read_blocks` doesn't show at once, and
+    show it: a dict (already in the seen set if it needs a place there) by
+    :func:`_read_block`; a list or tuple, opened at depth 2 and walked, and any other leaf of
+    plain data show as an unknown block; anything else raises :class:`NotPlain`."""
+    if type(item) is dict:
+        _read_block(claims_walk, item, read)
+        return
+    if type(item) is list or type(item) is tuple:
+        below = claims_walk.open(item, 2)
+        claims_walk.count(len(item))
         if below:
             claims_walk.walk(below, 3)
-    return shown, waiting
+    elif not is_plain_leaf(item):
+        raise NotPlain
+    read.shown.append(_text(markers.UNKNOWN_BLOCK))  # it classifies as unknown
+
+
+def _holders_of_one() -> int:
+    """What :func:`sys.getrefcount` answers in :func:`_read_content`'s loop (the same ``zip``
+    over the content and ``map`` of it) for a dict that its content array alone holds."""
+    content: list[dict[str, Any]] = [{}]
+    return next(zip(content, map(getrefcount, content), strict=True))[1]
+
+
+_ONE_HOLDER: Final = _holders_of_one()
+"""CPython counts every reference any container holds: a block counted more than this in
+:func:`_read_content`'s loop may be held by another container too, and only those need a place
+in the claims walk's seen set, since no walk can reach a block its content array alone holds a
+second time."""
+
+
+def _scalars(block: dict[Any, Any]) -> bool:
+    """Whether every value of an exact dict is a leaf of plain data (by identity of type)."""
+    for value in block.values():
+        value_type = type(value)
+        if not (
+            value_type is str
+            or value_type is _NONE_TYPE
+            or value_type is int
+            or value_type is bool
+            or value_type is float
+            or value_type is bytes
+        ):
+            return False
+    return True
+
+
+def _plain_record(record: dict[Any, Any]) -> bool:
+    """Whether an exact dict's keys are exact ``str`` and its values plain data (containers
+    included, not read): :func:`check_record`'s condition, in the common case."""
+    for key, value in record.items():
+        if type(key) is not str:
+            return False
+        value_type = type(value)
+        if not (
+            value_type is str
+            or value_type is _NONE_TYPE
+            or value_type is int
+            or value_type is bool
+            or value_type is float
+            or value_type is bytes
+            or value_type is dict
+            or value_type is list
+            or value_type is tuple
+        ):
+            return False
+    return True
+
+
+def _read_block(claims_walk: PlainWalk, block: dict[Any, Any], read: _ContentRead) -> None:
+    """Read one block of a content array (an exact dict, already in the seen set) as
+    :func:`_read_content` reads it, and show it."""
+    below = plain_children(block)
+    if below is None:
+        raise NotPlain
+    shown = read.shown
+    never = claims_walk.never
+    kind = block.get("type")
+    if type(kind) is not str or kind not in BLOCK_TYPES:
+        shown.append(_text(markers.UNKNOWN_BLOCK))  # not a block: it classifies as unknown
+    elif kind == "resource_link" and _linked(block):
+        # A reference, whose own disposition may claim its uri never, and whose view
+        # waits for the claims.
+        if is_never(block.get("disposition")):
+            never[block["uri"]] = None
+        read.waiting.append(len(shown))
+        shown.append(block)
+    else:
+        if kind == "resource":
+            check_record(block)  # before its record is read
+        view = _plain_view(block, kind)
+        if view is not None:
+            shown.append(view)
+            if kind == "resource":
+                return  # an embedded resource: no walk reads its fields
+        else:
+            classification = classify_block(block)
+            if isinstance(classification, Reference | ScriptObject):
+                if isinstance(classification, Reference) and classification.never:
+                    never[classification.uri] = None
+                # Its view waits for the claims; the block waits, not its classification
+                # (a classification kept alive is one more object for the garbage
+                # collector to scan, which costs more than classifying again).
+                read.waiting.append(len(shown))
+                shown.append(block)
+            else:
+                shown.append(_local_view(classification))
+                if isinstance(classification, Withheld):
+                    if classification.never_uri:
+                        never[classification.never_uri] = None
+                    if classification.embedded:
+                        return  # no walk reads an embedded resource's fields
+                elif isinstance(classification, Embedded):
+                    return
+    claims_walk.count(len(block))
+    if below:
+        claims_walk.walk(below, 3)
 
 
 def _linked(block: dict[Any, Any]) -> bool:
@@ -343,6 +568,10 @@ def _plain_view(block: dict[Any, Any], kind: str) -> dict[str, Any] | None:
     return None
 
 
+_NO_CLAIMS: Final = Claims(frozenset(), (), None)
+"""The claims of a result of which none has been read: readable, no never."""
+
+
 def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": markers.well_formed(text)}
 
@@ -359,8 +588,9 @@ class _Walk:
     record_views: tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]] = field(
         default_factory=lambda: ({}, {})
     )
-    """The views :meth:`show_waiting` made of records in this walk, by record id: of blocks that
-    don't claim never themselves, and of blocks that do."""
+    """The views :meth:`link_view` made of records in this walk, by uri: of links that no
+    never claims (under ``claims``, or under the never claims read so far while those are not
+    set), and of links that a never claims."""
     ids: set[str] = field(default_factory=set)
     """The ids of the script objects this walk made."""
 
@@ -447,28 +677,60 @@ class _Walk:
 
     def show_waiting(self, block: dict[Any, Any]) -> dict[str, Any]:
         """What a block of plain data that classifies as a reference or a script object shows
-        as, on the plain path.
-
-        A resource link whose uri has a record (see :func:`_linked`) is read from the block
-        without classifying it, as :func:`show_reference` reads it: its view is the view of
-        that record (:func:`show_record`) under this walk's claims and the block's own never.
-        That view is made once per record and never flag in this walk, and each block gets a
-        copy of it: on the plain path nothing runs between two blocks that could change the
-        registry, and this walk's claims don't change. (A registry holds at most its capacity
-        of records, so a large result's registered links cost at most that many views.) Any
-        other block is classified and shown.
-        """
+        as, on the plain path: a resource link with a uri of its own (see :func:`_linked`) as
+        :meth:`show_link` shows it, any other block classified and shown."""
         if block.get("type") == "resource_link" and _linked(block):
-            record = self.registry.record_for(block["uri"])
-            if record is not None:
-                never = is_never(block.get("disposition"))
-                views = self.record_views[never]
-                view = views.get(record.id)
-                if view is None:
-                    shown = show_record(record, self.registry, self.claims, never=never)
-                    view = views[record.id] = self._object(shown)
-                return view.copy()
+            return self.show_link(block, block["uri"], is_never(block.get("disposition")))
         return self.show(classify_block(block))
+
+    def link_view(self, uri: str, never: bool) -> dict[str, Any] | None:
+        """The view of a resource link with the uri of its own ``uri`` when ``uri`` has a
+        record, ``None`` when it has none; ``never`` says whether a never claims it besides
+        this walk's claims. Made once per uri and never flag, kept in :attr:`record_views`:
+        the caller shows a copy."""
+        record = self.registry.record_for(uri)
+        if record is None:
+            return None
+        shown = show_record(record, self.registry, self.claims, never=never)
+        view = self.record_views[never][uri] = self._object(shown)
+        return view
+
+    def settle_links(self, blocks: Any, content: list[Any], links: list[int]) -> None:
+        """Show again, now that this walk's claims are set, the links :func:`_read_content`
+        showed (at ``links`` in ``content``, of ``blocks``) before a never claimed their uri.
+
+        Those views were made under the never claims read so far, and a never read later
+        (further on in the content, or in the data) claims their uri too: each such uri's view
+        is forgotten and the links of it shown again (:meth:`show_link`). Then every view in
+        :attr:`record_views` is the view under this walk's claims.
+        """
+        unclaimed = self.record_views[False]
+        late = [uri for uri in unclaimed if uri in self.claims.never]
+        if not late:
+            return
+        for uri in late:
+            del unclaimed[uri]
+        for index in links:
+            block = blocks[index]
+            uri = block["uri"]
+            if uri in self.claims.never:
+                content[index] = self.show_link(block, uri, is_never(block.get("disposition")))
+
+    def show_link(self, block: dict[Any, Any], uri: str, never: bool) -> dict[str, Any]:
+        """What a resource link of plain data with the uri of its own ``uri`` shows as, on the
+        plain path, ``never`` saying whether its own disposition claims never.
+
+        When ``uri`` has a record, the link is read without classifying it, as
+        :func:`show_reference` reads it: its view is the view of that record
+        (:func:`show_record`) under this walk's claims and the block's own never. That view
+        is made once per uri and never flag in this walk (in :attr:`record_views`), and each
+        block gets a copy of it: on the plain path nothing runs between two blocks that could
+        change the registry, and this walk's claims don't change. (A registry holds at most
+        its capacity of records, so a large result's registered links cost at most that many
+        views.) A link whose uri has no record is classified and shown.
+        """
+        view = self.record_views[never].get(uri) or self.link_view(uri, never)
+        return view.copy() if view is not None else self.show(classify_block(block))
 
     def show(self, classification: Classification) -> dict[str, Any]:
         """What a block of this classification shows as."""

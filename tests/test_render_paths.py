@@ -10,8 +10,12 @@ the same types, the same dict key order, the same values.
 
 from __future__ import annotations
 
+import copy
 import math
+import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,7 +26,7 @@ from hypothesis import strategies as st
 from test_properties import BLOCK_KINDS, RESULTS, blocks, json_like
 
 from sandbox.protocol import MAX_DATA_NODES, check_plain
-from scriptbridge import ReferenceRegistry, markers, render_script_view
+from scriptbridge import ReferenceRegistry, _render, markers, render_script_view
 from scriptbridge._claims import _read_general, read_claims, read_plain_claims
 from scriptbridge._classify import classify_block
 from scriptbridge._disclosure import URI_MAX_CHARS, _label, shows_uri
@@ -105,6 +109,46 @@ COMMON_BLOCKS = st.one_of(
     ),
 )
 """Blocks of the shapes the plain path reads without classifying, and their near misses."""
+
+LINK_URIS = st.sampled_from(["ref:001/x", "ref:002/x", "https://h/ref:003/x", "ref:004/x?q"])
+"""A few uris, so that links share records and a never of one link claims another's uri."""
+
+FAST_BLOCKS = st.one_of(
+    COMMON_BLOCKS,
+    st.builds(
+        lambda uri, extra: {"type": "resource_link", "uri": uri, **extra},
+        LINK_URIS,
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "name": st.one_of(HOSTILE_TEXT, SCALARS, LINK_URIS),
+                "disposition": st.one_of(st.sampled_from(["never", " Never", None]), SCALARS),
+                "_meta": st.just({"k": [1]}),
+            },
+        ),
+    ),
+    st.builds(
+        lambda uri, disposition: {
+            "type": "image",
+            "uri": uri,
+            "mimeType": "image/png",
+            "disposition": disposition,
+        },
+        LINK_URIS,
+        st.sampled_from(["never", None]),
+    ),
+)
+"""Blocks of the shapes the content's loop shows at once, their near misses, and links (and
+by-uri images) that claim one another's uris never."""
+
+FAST_RESULTS = st.fixed_dictionaries(
+    {"content": st.lists(FAST_BLOCKS, max_size=12)},
+    optional={
+        "structuredContent": json_like(FAST_BLOCKS),
+        "_meta": st.one_of(FAST_BLOCKS, st.lists(FAST_BLOCKS, max_size=3)),
+    },
+)
+"""Results whose content holds dicts only (the content's loop never meets another item)."""
 
 COMMON_RESULTS = st.fixed_dictionaries(
     {"content": st.one_of(st.lists(st.one_of(COMMON_BLOCKS, SCALARS), max_size=10), SCALARS)},
@@ -274,18 +318,52 @@ def check_what_the_render_learnt(done: ScriptView) -> None:
         check_plain(done.view)
 
 
+LOOPS = ["python"] if _render._compiled_read_blocks is None else ["compiled", "python"]
+"""The content loops the plain path can take here: the compiled one when it was built."""
+
+
+@contextmanager
+def content_loop(which: str) -> Iterator[None]:
+    """Within it, the plain path reads a content array with the loop named (see LOOPS)."""
+    compiled = _render._compiled_read_blocks
+    if which == "python":
+        _render._compiled_read_blocks = None
+    try:
+        yield
+    finally:
+        _render._compiled_read_blocks = compiled
+
+
+def read_as(result: Any) -> list[Any]:
+    """A result as drawn, a deep copy of it (its blocks held by nothing but the result, as in
+    a result decoded from JSON; its sharing kept), and that copy with its content as a tuple
+    (as a Python tool may hand it)."""
+    readings = [result, copy.deepcopy(result)]
+    as_tuple = copy.deepcopy(result)
+    if type(as_tuple) is dict and type(as_tuple.get("content")) is list:
+        as_tuple["content"] = tuple(as_tuple["content"])
+        readings.append(as_tuple)
+    return readings
+
+
 def check_paths_agree(results: list[Any], reg: ReferenceRegistry) -> int:
-    """Each result renders and reads the same on both paths; returns how many took the plain
-    path to render."""
+    """Each result renders and reads the same on both paths, the plain one with each content
+    loop (the two decline alike); returns how many took the plain path to render. Each is read
+    in each of its forms (:func:`read_as`)."""
     plain_renders = 0
-    for result in results:
+    for result in [item for drawn in results for item in read_as(drawn)]:
         general = _render_general(result, reg)
         check_what_the_render_learnt(general)
-        plain = _render_plain(result, reg)
-        if plain is not None:
-            plain_renders += 1
-            assert_same(plain.view, general.view)
-            assert (plain.nodes, plain.reference_ids) == (general.nodes, general.reference_ids)
+        declined = set()
+        for loop in LOOPS:
+            with content_loop(loop):
+                plain = _render_plain(result, reg)
+            declined.add(plain is None)
+            if plain is not None:
+                plain_renders += 1
+                assert_same(plain.view, general.view)
+                assert (plain.nodes, plain.reference_ids) == (general.nodes, general.reference_ids)
+        assert len(declined) == 1, "one content loop declined where the other didn't"
         assert_same(render_script_view(result, reg), general.view)
         claims = read_plain_claims(result)
         if claims is not None:
@@ -306,8 +384,39 @@ def test_plain_path_renders_and_reads_as_the_general_path(
     check_paths_agree(results, ingested(results, data))
 
 
+def without_nevers(value: Any) -> Any:
+    """A copy of plain data with every ``disposition`` dropped: a result whose ingestion
+    registers the same references and marks none of them."""
+    if type(value) is dict:
+        return {k: without_nevers(v) for k, v in value.items() if k != "disposition"}
+    if type(value) is list:
+        return [without_nevers(item) for item in value]
+    return value
+
+
 @SETTINGS
-@given(st.lists(COMMON_RESULTS, min_size=1, max_size=2), st.data())
+@given(st.lists(FAST_RESULTS, min_size=1, max_size=3), st.data())
+def test_links_render_as_the_general_path_under_claims_the_registry_never_read(
+    results: list[Any], data: st.DataObject
+) -> None:
+    """Rendered before its own ingestion, against records that a copy of it without its
+    nevers registered (or that nothing registered), a result whose links claim one another's
+    uris never, earlier or later in the content or in the data, renders and reads as the
+    general path renders and reads it."""
+    registered = [without_nevers(result) for result in results if data.draw(st.booleans())]
+    check_paths_agree(results, ingested(registered, data))
+
+
+@SETTINGS
+@given(st.lists(FAST_RESULTS, min_size=1, max_size=3), st.data())
+def test_dict_contents_render_as_the_general_path(results: list[Any], data: st.DataObject) -> None:
+    """A content array of dicts only, of the shapes the content's loop shows at once and
+    their near misses, renders and reads as the general path renders and reads it."""
+    check_paths_agree(results, ingested(results, data))
+
+
+@SETTINGS
+@given(st.lists(st.one_of(COMMON_RESULTS, FAST_RESULTS), min_size=1, max_size=2), st.data())
 def test_shared_deep_and_cyclic_plain_data_agree(results: list[Any], data: st.DataObject) -> None:
     """Results that reach a walk limit (a shared container, a cycle, deep nesting, a block
     listed twice) render and read the same on both paths, the plain one declining or not."""
@@ -344,7 +453,9 @@ def test_plain_path_declines_before_running_anything_of_the_result(
     reg = ReferenceRegistry()
     Tracer.calls.clear()
     assert read_plain_claims(result) is None
-    assert _render_plain(result, reg) is None
+    for loop in LOOPS:
+        with content_loop(loop):
+            assert _render_plain(result, reg) is None
     assert Tracer.calls == []
     assert_same(render_script_view(result, reg), _render_general(result, reg).view)
     assert read_claims(result) == _read_general(result, None)
@@ -412,6 +523,50 @@ def test_waiting_views_are_the_views_of_the_classification(
         assert_same(first, expected)
         assert_same(again, expected)
         assert first is not again
+
+
+def test_the_compiled_content_loop_is_built() -> None:
+    """An install with a C compiler builds the compiled content loop (``hatch_build.py``), so
+    the tests here check it against the Python loop: in CI its absence fails."""
+    if _render._compiled_read_blocks is None:
+        reason = "scriptbridge._fastcontent is not built (python hatch_build.py builds it)"
+        if os.environ.get("CI") and not os.environ.get("SCRIPTBRIDGE_PURE_PYTHON"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+EDGE_BLOCKS: dict[str, dict[str, Any]] = {
+    "text": {"type": "text", "text": "t"},
+    "image": {"type": "image", "data": "AAAA", "mimeType": "image/png"},
+    "embedded": {"type": "resource", "resource": {"uri": "emb:001/x", "text": "t"}},
+    "link": {"type": "resource_link", "uri": "https://h/ref:012/x", "name": "n"},
+    "other": {"type": "text", "text": "t", "annotations": None},
+}
+
+
+@pytest.mark.parametrize("over", [0, 1])
+@pytest.mark.parametrize("kind", list(EDGE_BLOCKS))
+def test_the_node_budget_is_kept_alike_at_its_edge(kind: str, over: int) -> None:
+    """A result whose claims walk counts exactly the node budget, or one node past it (its
+    ``_meta`` padded to it), renders as the general path renders it, on each content loop: a
+    result past it fails closed (its link shows ``UNREADABLE_RESULT``), whichever blocks of a
+    common shape its content holds."""
+    link = {"type": "resource_link", "uri": "https://h/ref:013/x", "name": "n"}
+    content = [copy.deepcopy(EDGE_BLOCKS[kind]) for _ in range(3)] + [link]
+    counted = 1 + 2 + len(content)  # the result, its two fields, the content's blocks
+    counted += sum(len(block) for block in content if block["type"] != "resource")
+    result: dict[str, Any] = {"content": content, "_meta": [0] * (MAX_DATA_NODES - counted + over)}
+    reg = ReferenceRegistry()
+    reg.ingest(copy.deepcopy({"content": content}), server="s")
+    assert (read_claims(result).unreadable is not None) == bool(over)
+    general = _render_general(result, reg)
+    assert ("uri" in general.view["content"][-1]) != bool(over)
+    for loop in LOOPS:
+        with content_loop(loop):
+            plain = _render_plain(result, reg)
+        if plain is not None:
+            assert_same(plain.view, general.view)
+    assert_same(render_script_view(result, reg), general.view)
 
 
 def test_a_plain_result_takes_the_plain_path() -> None:
