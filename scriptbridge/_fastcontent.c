@@ -119,6 +119,8 @@ typedef struct {
     Py_ssize_t nodes;
 } Reading;
 
+static int show_link(Reading *r, PyObject *block, PyObject *uri, Py_ssize_t size);
+
 /* Show `block`, an exact dict whose keys are all exact str, if it has a common shape.
  * 1: shown (appended to shown), 0: not of a common shape (nothing done), -1: error. */
 static int
@@ -151,8 +153,14 @@ show_common(Reading *r, PyObject *block, PyObject *kind)
         if (filled <= 0) {
             return filled;
         }
-        view = view_of(s_type, Py_NewRef(kind), s_data, shown_str(data), s_mime_type,
-                       shown_str(mime));
+        /* held across shown_str, which may run Python code */
+        Py_INCREF(data);
+        Py_INCREF(mime);
+        PyObject *shown_data = shown_str(data);
+        PyObject *shown_mime = shown_data == NULL ? NULL : shown_str(mime);
+        Py_DECREF(data);
+        Py_DECREF(mime);
+        view = view_of(s_type, Py_NewRef(kind), s_data, shown_data, s_mime_type, shown_mime);
         r->nodes += 3;
     }
     else if (is_ascii_str(kind, "resource")) {
@@ -185,82 +193,10 @@ show_common(Reading *r, PyObject *block, PyObject *kind)
         if (uri == NULL || !PyUnicode_CheckExact(uri) || PyUnicode_GET_LENGTH(uri) == 0) {
             return PyErr_Occurred() ? -1 : 0;
         }
-        Py_ssize_t pos = 0;
-        PyObject *name, *value;
-        while (PyDict_Next(block, &pos, &name, &value)) {
-            if (!is_leaf(value)) {
-                return 0;
-            }
-        }
-        PyObject *disposition = PyDict_GetItemWithError(block, s_disposition);
-        int claimed = 0;
-        if (disposition == NULL && PyErr_Occurred()) {
-            return -1;
-        }
-        if (disposition != NULL && disposition != Py_None) {
-            if (PyUnicode_CheckExact(disposition) && is_ascii_str(disposition, "never")) {
-                claimed = 1;
-            }
-            else {
-                PyObject *answer = PyObject_CallOneArg(is_never_fn, disposition);
-                if (answer == NULL) {
-                    return -1;
-                }
-                claimed = PyObject_IsTrue(answer);
-                Py_DECREF(answer);
-                if (claimed < 0) {
-                    return -1;
-                }
-            }
-        }
-        if (claimed) {
-            if (PyDict_SetItem(r->never, uri, Py_None) < 0) {
-                return -1;
-            }
-        }
-        else {
-            claimed = PyDict_Contains(r->never, uri);
-            if (claimed < 0) {
-                return -1;
-            }
-        }
-        PyObject *views = PyTuple_GET_ITEM(r->record_views, claimed);
-        PyObject *made = PyDict_GetItemWithError(views, uri);
-        if (made != NULL) {
-            Py_INCREF(made);
-        }
-        else if (PyErr_Occurred()) {
-            return -1;
-        }
-        else {
-            made = PyObject_CallFunctionObjArgs(r->link_view, uri, claimed ? Py_True : Py_False,
-                                                NULL);
-            if (made == NULL) {
-                return -1;
-            }
-        }
-        int failed;
-        if (made == Py_None) { /* no record: shown once the claims are read */
-            failed = append_index(r->waiting, PyList_GET_SIZE(r->shown)) < 0 ||
-                     PyList_Append(r->shown, block) < 0;
-        }
-        else if (!PyDict_CheckExact(made)) {
-            PyErr_SetString(PyExc_TypeError, "link_view must answer a dict or None");
-            failed = 1;
-        }
-        else {
-            PyObject *copy = PyDict_Copy(made);
-            failed = copy == NULL ||
-                     (!claimed && append_index(r->links, PyList_GET_SIZE(r->shown)) < 0) ||
-                     PyList_Append(r->shown, copy) < 0;
-            Py_XDECREF(copy);
-        }
-        Py_DECREF(made);
-        if (failed) {
-            return -1;
-        }
-        r->nodes += size;
-        return 1;
+        Py_INCREF(uri); /* held across is_never and link_view, which run Python code */
+        int answer = show_link(r, block, uri, size);
+        Py_DECREF(uri);
+        return answer;
     }
     else {
         return 0;
@@ -271,6 +207,89 @@ show_common(Reading *r, PyObject *block, PyObject *kind)
     int failed = PyList_Append(r->shown, view);
     Py_DECREF(view);
     return failed < 0 ? -1 : 1;
+}
+
+/* Show a resource link `block` (held by the caller, as its `uri` is): 1 or -1 on error, 0
+ * when it has no common shape. */
+static int
+show_link(Reading *r, PyObject *block, PyObject *uri, Py_ssize_t size)
+{
+    Py_ssize_t pos = 0;
+    PyObject *name, *value;
+    while (PyDict_Next(block, &pos, &name, &value)) {
+        if (!is_leaf(value)) {
+            return 0;
+        }
+    }
+    PyObject *disposition = PyDict_GetItemWithError(block, s_disposition);
+    int claimed = 0;
+    if (disposition == NULL && PyErr_Occurred()) {
+        return -1;
+    }
+    if (disposition != NULL && disposition != Py_None) {
+        if (PyUnicode_CheckExact(disposition) && is_ascii_str(disposition, "never")) {
+            claimed = 1;
+        }
+        else {
+            PyObject *answer = PyObject_CallOneArg(is_never_fn, disposition);
+            if (answer == NULL) {
+                return -1;
+            }
+            claimed = PyObject_IsTrue(answer);
+            Py_DECREF(answer);
+            if (claimed < 0) {
+                return -1;
+            }
+        }
+    }
+    if (claimed) {
+        if (PyDict_SetItem(r->never, uri, Py_None) < 0) {
+            return -1;
+        }
+    }
+    else {
+        claimed = PyDict_Contains(r->never, uri);
+        if (claimed < 0) {
+            return -1;
+        }
+    }
+    PyObject *views = PyTuple_GET_ITEM(r->record_views, claimed);
+    PyObject *made = PyDict_GetItemWithError(views, uri);
+    if (made != NULL) {
+        Py_INCREF(made);
+    }
+    else if (PyErr_Occurred()) {
+        return -1;
+    }
+    else {
+        made = PyObject_CallFunctionObjArgs(r->link_view, uri, claimed ? Py_True : Py_False,
+                                            NULL);
+        if (made == NULL) {
+            return -1;
+        }
+    }
+    int failed;
+    if (made == Py_None) { /* no record: shown once the claims are read */
+        failed = append_index(r->waiting, PyList_GET_SIZE(r->shown)) < 0 ||
+                 PyList_Append(r->shown, block) < 0;
+    }
+    else if (!PyDict_CheckExact(made)) {
+        PyErr_SetString(PyExc_TypeError, "link_view must answer a dict or None");
+        failed = 1;
+    }
+    else {
+        PyObject *copy = PyDict_Copy(made);
+        failed = copy == NULL ||
+                 (!claimed && append_index(r->links, PyList_GET_SIZE(r->shown)) < 0) ||
+                 PyList_Append(r->shown, copy) < 0;
+        Py_XDECREF(copy);
+    }
+    Py_DECREF(made);
+    if (failed) {
+        return -1;
+    }
+    r->nodes += size;
+    return 1;
 }
 
 /* Read one item of the content (borrowed from it): 0 or -1 on error. */
