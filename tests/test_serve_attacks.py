@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
+import httpx
 import trio
 from loopback_http import Request, body, start_server
 from mcp.client.session import ClientSession
@@ -295,3 +296,65 @@ async def test_session_ids_are_unbounded_in_length(tmp_path: pathlib.Path) -> No
         await trio.to_thread.run_sync(flood)
         grown = rss_kib(raw.process.pid) - before
         assert grown < 64 * 1024, f"serve kept {grown // 1024} MiB for 24 session ids"
+
+
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def tools_call(rid: int, code: str) -> dict[str, Any]:
+    params = {"name": "run_python", "arguments": {"code": code}}
+    return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
+
+
+def http_initialize(http: httpx.Client, url: str) -> dict[str, str]:
+    """Open an MCP session over plain HTTP; returns the headers its requests carry."""
+    info = {"name": "raw", "version": "0"}
+    params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": info}
+    opened = http.post(
+        url,
+        headers=HEADERS,
+        json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params},
+    )
+    headers = {
+        **HEADERS,
+        "mcp-session-id": opened.headers["mcp-session-id"],
+        "mcp-protocol-version": "2025-06-18",
+    }
+    http.post(url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    return headers
+
+
+async def test_a_client_that_never_reads_its_answer_pins_a_run_slot(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Exhaustion. What a script prints is sent on as ``notifications/message`` from a task
+    of the call's run slot, and the slot is released only once all of it was sent. A client
+    that posts a call whose script prints 1 MB of control characters (6 MB of JSON escapes)
+    and then never reads its event stream blocks that send, so the slot stays taken though
+    the run ended at once; ``--max-concurrent`` such connections shut every other client out.
+    (A client that reads gets its slot back at once.)"""
+    async with http_serve(
+        "--workspace", str(tmp_path / "ws"), "--max-concurrent", "1", "--max-queued", "0"
+    ) as url:
+        host, port = url.split("//")[1].split("/")[0].split(":")
+
+        def attack_then_call() -> dict[str, Any]:
+            with httpx.Client(timeout=30) as http:
+                headers = http_initialize(http, url)
+                code = "print('\\x01' * 999_000)\n1"
+                data = json.dumps(tools_call(2, code)).encode()
+                head = f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                head += f"Content-Length: {len(data)}\r\n"
+                head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+                with socket.create_connection((host, int(port))) as never_read:
+                    never_read.sendall(head.encode() + data)
+                    time.sleep(3.0)  # the run itself takes a few milliseconds
+                    other = http_initialize(http, url)
+                    answer = http.post(url, headers=other, json=tools_call(3, "6 * 7"))
+                    data_line = next(
+                        line for line in answer.text.splitlines() if line.startswith("data:")
+                    )
+                    return dict(json.loads(data_line[5:]))
+
+        answer = await trio.to_thread.run_sync(attack_then_call)
+        assert not answer["result"]["isError"], answer
