@@ -160,3 +160,42 @@ async def test_a_host_view_during_a_flood_shows_a_uri_the_flood_marks_never(
     block = shown["view"]["content"][0]
     assert "uri" not in block and block["unfetchable"] == markers.PAYLOAD_NEVER, shown
     assert "saved:" not in shown["stored"], shown["stored"]
+
+
+async def test_a_runs_journal_keeps_every_uri_it_ever_saw(bridge: Bridge) -> None:
+    """Host memory (SPEC 7.6: a hostile party takes the supervisor down). Every run keeps a
+    journal (``ReferenceRegistry.journal``) of each record that changed while it was open, and
+    nothing bounds it, or ever reads it. A server that names fresh uris in each result (a
+    listing of 40,000 links) fills every open journal with all of them, while the registry
+    itself holds at most its capacity (2,000): three calls leave 120,000 uris pinned in the
+    run's journal, and in every other open run's. At the ingestion rate (about 50,000 links a
+    second) a few runs of 30 s wall time pin gigabytes."""
+    fresh = iter(range(1_000_000))
+
+    def listing() -> dict[str, Any]:
+        batch = next(fresh)
+        return {"content": [link(f"https://j.example/{batch}/{n}") for n in range(40_000)]}
+
+    kept: dict[str, int] = {}
+
+    def count() -> dict[str, Any]:
+        journals = bridge.registry._journals
+        kept["journals"] = len(journals)
+        kept["entries"] = max(len(journal.changed()) for journal in journals)
+        return {"content": []}
+
+    bridge.add_tool(python_tool(listing, name="listing"))
+    bridge.add_tool(python_tool(count, name="count"))
+    result = await bridge.run(
+        script("""
+        for _ in range(3):
+            call_tool("listing")
+        call_tool("count")
+        """)
+    )
+    assert result.ok, result.error
+    assert len(bridge.registry) <= bridge.registry.capacity
+    assert kept["entries"] <= 4 * bridge.registry.capacity, (
+        f"a run's journal holds {kept['entries']:,} uris; the registry "
+        f"{len(bridge.registry):,} records"
+    )
