@@ -27,6 +27,8 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from scriptbridge import markers
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SERVE = [sys.executable, "-m", "scriptbridge._cli", "serve"]
 HOSTILE = f"hostile={sys.executable} {ROOT / 'tests' / 'servers' / 'hostile_server.py'}"
@@ -358,3 +360,47 @@ async def test_a_client_that_never_reads_its_answer_pins_a_run_slot(
 
         answer = await trio.to_thread.run_sync(attack_then_call)
         assert not answer["result"]["isError"], answer
+
+
+# --- what held -----------------------------------------------------------------------------
+
+PEER = f"peer={sys.executable} {ROOT / 'examples' / 'peer.py'} --payload-base http://127.0.0.1:9"
+
+
+async def test_output_stays_with_its_client_and_exposed_embeds_hide_uris(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Held: over HTTP, what one client's script prints (``notifications/message``) reaches
+    that client only, while another client's run prints at the same time; an exposed tool's
+    embedded resources (text, image, PDF) show their contents or marker, never their uri."""
+    heard: dict[str, list[str]] = {"a": [], "b": []}
+
+    def hearing(who: str) -> Any:
+        async def on_log(params: Any) -> None:
+            heard[who].append(str(params.data))
+
+        return on_log
+
+    args = ["--workspace", str(tmp_path / "ws"), "--mcp", PEER, "--expose-tools"]
+    code = "import asyncio\nfor n in range(3):\n    print('{0}', n)\n    await asyncio.sleep(0.1)\n"
+    async with (
+        http_serve(*args) as url,
+        streamable_http_client(url) as (read_a, write_a),
+        ClientSession(read_a, write_a, logging_callback=hearing("a"), log_level="info") as a,
+        streamable_http_client(url) as (read_b, write_b),
+        ClientSession(read_b, write_b, logging_callback=hearing("b"), log_level="info") as b,
+    ):
+        await a.initialize()
+        await b.initialize()
+        async with trio.open_nursery() as runs:
+            runs.start_soon(a.call_tool, "run_python", {"code": code.format("from-a")})
+            runs.start_soon(b.call_tool, "run_python", {"code": code.format("from-b")})
+        shown = [
+            json.dumps((await b.call_tool(f"peer.{name}", {})).model_dump(mode="json"))
+            for name in ("embedded_text", "embedded_image", "embedded_pdf")
+        ]
+    assert "from-a" in "".join(heard["a"]) and "from-b" not in "".join(heard["a"]), heard
+    assert "from-b" in "".join(heard["b"]) and "from-a" not in "".join(heard["b"]), heard
+    assert all("peer://" not in text for text in shown), shown
+    assert "embedded words" in shown[0] and '"image"' in shown[1], shown
+    assert "application/pdf" in shown[2] and markers.PAYLOAD_NEVER not in shown[2], shown

@@ -199,3 +199,44 @@ async def test_a_runs_journal_keeps_every_uri_it_ever_saw(bridge: Bridge) -> Non
         f"a run's journal holds {kept['entries']:,} uris; the registry "
         f"{len(bridge.registry):,} records"
     )
+
+
+# --- what held -----------------------------------------------------------------------------
+
+
+async def test_call_tool_waits_for_another_runs_flood_naming_a_saved_copy_never(
+    bridge: Bridge, payloads: LoopbackServer
+) -> None:
+    """Held: ``Bridge.call_tool`` whose result arrives while another run's flood is being
+    ingested (its last claim a never for another spelling of a uri whose copy is saved: an
+    IPv4 literal in hex, the default port's absence, a fragment) shows the link's stub with
+    ``PAYLOAD_NEVER``, no saved path, and the copy is gone."""
+    uri = payloads.url("/p.txt")
+    record = bridge.ingest({"content": [link(uri)]}, server=None)[0]
+    assert isinstance(await bridge.fetcher.fetch(record), Saved)
+    spelled = f"HTTP://0x7f.0.0.1:{payloads.port}/./p.txt#frag"
+    returned = trio.Event()
+
+    async def the_flood() -> dict[str, Any]:
+        returned.set()
+        return never_flood([spelled])
+
+    async def the_link() -> dict[str, Any]:
+        await returned.wait()
+        while not bridge._gate.ingesting:
+            await trio.sleep(0)
+        return {"content": [link(uri)]}
+
+    bridge.add_tool(python_tool(the_flood, name="flood"))
+    bridge.add_tool(python_tool(the_link, name="the_link"))
+    shown: dict[str, Any] = {}
+
+    async def host() -> None:
+        shown["live"] = await bridge.call_tool("the_link", {})
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(host)
+        nursery.start_soon(bridge.run, 'len(call_tool("flood")["content"])')
+    text = repr(shown["live"])
+    assert markers.PAYLOAD_NEVER in text and "saved" not in text and "refs/" not in text, text
+    assert list((bridge.workspace.root / "refs").iterdir()) == []
