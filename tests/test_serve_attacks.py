@@ -362,6 +362,21 @@ async def test_a_client_that_never_reads_its_answer_pins_a_run_slot(
         assert not answer["result"]["isError"], answer
 
 
+async def test_a_value_is_put_in_the_text_uncut_and_escaped(tmp_path: pathlib.Path) -> None:
+    """Memory amplification. The text content cuts what a script printed at 20,000 characters
+    (all of it being in ``structuredContent``), but puts the value's ``repr`` in whole: a
+    script whose value is 4 MiB of control characters (within the 16 MiB message bound) gets
+    an answer of about 46 MB, its repr (4 characters each) then JSON-escaped, beside its JSON
+    escapes in ``structuredContent`` (6 bytes each): about 11 times the value, built in the
+    server's memory per call."""
+    with raw_serve("--workspace", str(tmp_path)) as raw:
+        await trio.to_thread.run_sync(raw.initialize)
+        raw.call(2, "run_python", {"code": "'\\x01' * (4 * 2**20)"})
+        answer = await trio.to_thread.run_sync(raw.receive, 2)
+        text = answer["result"]["content"][0]["text"]
+        assert len(text) <= 100_000, f"the text content holds {len(text):,} characters"
+
+
 # --- what held -----------------------------------------------------------------------------
 
 PEER = f"peer={sys.executable} {ROOT / 'examples' / 'peer.py'} --payload-base http://127.0.0.1:9"
