@@ -1,0 +1,421 @@
+"""Attacks on ``scriptbridge serve`` as a hostile MCP client: the real command as a subprocess,
+driven over stdio (raw JSON-RPC lines, or the ``mcp`` SDK's client) and over streamable HTTP,
+with real upstream servers and real children. No mocks.
+
+A test here that fails shows a weakness; one that passes pins a defence that held.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import httpx
+import trio
+from loopback_http import Request, body, start_server
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from scriptbridge import markers
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SERVE = [sys.executable, "-m", "scriptbridge._cli", "serve"]
+HOSTILE = f"hostile={sys.executable} {ROOT / 'tests' / 'servers' / 'hostile_server.py'}"
+
+
+def serve_env() -> dict[str, str]:
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path}
+
+
+class Raw:
+    """A ``serve`` subprocess over stdio, spoken to in raw JSON-RPC lines."""
+
+    def __init__(self, *args: str) -> None:
+        self.process = subprocess.Popen(
+            [*SERVE, *args],
+            env=serve_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.stdin, self.stdout = self.process.stdin, self.process.stdout
+        self.seen: dict[object, dict[str, Any]] = {}
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+        self.stdin.flush()
+
+    def receive(self, wanted: object) -> dict[str, Any]:
+        while wanted not in self.seen:
+            line = self.stdout.readline()
+            assert line, self.process.communicate()
+            message: dict[str, Any] = json.loads(line)
+            if "id" in message and "method" not in message:
+                self.seen[message["id"]] = message
+        return self.seen.pop(wanted)
+
+    def initialize(self) -> None:
+        info = {"name": "attacker", "version": "0"}
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": info}
+        self.send({"id": "init", "method": "initialize", "params": init})
+        self.receive("init")
+        self.send({"method": "notifications/initialized"})
+
+    def call(self, rid: object, name: str, arguments: dict[str, Any]) -> None:
+        params = {"name": name, "arguments": arguments}
+        self.send({"id": rid, "method": "tools/call", "params": params})
+
+
+@contextmanager
+def raw_serve(*args: str) -> Iterator[Raw]:
+    raw = Raw(*args)
+    try:
+        yield raw
+    finally:
+        if raw.process.poll() is None:
+            raw.process.kill()
+        raw.process.communicate(timeout=30)
+
+
+async def test_sigterm_drain_is_held_up_by_an_exposed_tool_call(tmp_path: pathlib.Path) -> None:
+    """SIGTERM drain. ``--drain-s 0.5`` should stop the server within about a second, but a
+    call of an *exposed* tool isn't among the scopes the drain cancels (``_call_exposed`` is
+    counted in flight, never cancelled), so a client that calls a tool whose server doesn't
+    answer holds the shutdown for the whole ``--mcp-timeout`` (60 s by default)."""
+    args = ["--workspace", str(tmp_path), "--mcp", HOSTILE, "--expose-tools"]
+    with raw_serve(*args, "--drain-s", "0.5", "--mcp-timeout", "20") as raw:
+        await trio.to_thread.run_sync(raw.initialize)
+        raw.call(2, "hostile.hang", {})
+        await trio.sleep(0.5)
+        raw.process.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            await trio.to_thread.run_sync(lambda: raw.process.wait(timeout=5))
+        waited = time.monotonic() - signalled
+        assert raw.process.poll() is not None, (
+            f"serve --drain-s 0.5 still running {waited:.1f} s after SIGTERM: an exposed "
+            "tool's call in flight holds the drain"
+        )
+
+
+FLOOD_TOOLS = '''
+import time
+
+BIG = {"content": [{"type": "resource_link", "uri": f"https://big.example/{n}", "name": "x"}
+                   for n in range(20_000)]}
+
+
+def big(delay: float = 0.0) -> dict:
+    """A big listing (20,000 links), after ``delay`` seconds."""
+    time.sleep(delay)
+    return BIG
+
+
+def doc(url: str) -> dict:
+    """A link to ``url``."""
+    return {"content": [{"type": "resource_link", "uri": url, "name": "p.txt"}]}
+'''
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
+    with trio.fail_after(30):
+        while True:
+            assert process.poll() is None, process.communicate()
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    return
+            except OSError:
+                await trio.sleep(0.05)
+
+
+@asynccontextmanager
+async def http_serve(*args: str) -> AsyncIterator[str]:
+    """A ``serve --http`` subprocess on a free loopback port; yields its ``/mcp`` url."""
+    port = free_port()
+    process = subprocess.Popen(
+        [*SERVE, *args, "--http", f"127.0.0.1:{port}"],
+        env=serve_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        await wait_listening(port, process)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=30)
+
+
+@asynccontextmanager
+async def client(url: str) -> AsyncIterator[ClientSession]:
+    async with (
+        streamable_http_client(url) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+async def slow_body(stream: trio.SocketStream, request: Request) -> None:
+    await trio.sleep(1.0)
+    await body(b"payload", content_type="text/plain")(stream, request)
+
+
+async def test_one_client_keeps_another_clients_run_past_its_wall_time(
+    tmp_path: pathlib.Path, nursery: trio.Nursery
+) -> None:
+    """Availability across clients (and SPEC 7.6). A hostile client keeps two runs going, one
+    after another, each a batch of calls to a tool with a big (not hostile) result; the marks
+    gate then never settles. Another client's run, whose download ended meanwhile, waits for
+    it in a shielded scope: with ``--timeout 3`` it should be answered within about 3 s, but
+    it lasts as long as the hostile client goes on (here about 8 s), holding its run slot."""
+    payloads = await start_server(nursery)
+    payloads.routes["/slow.txt"] = slow_body
+    tools = tmp_path / "flood_tools.py"
+    tools.write_text(FLOOD_TOOLS)
+    args = ["--workspace", str(tmp_path / "ws"), "--tools", str(tools), "--allow", "127.0.0.1"]
+    batch = "call_tools([('big', {'delay': 0.05 * (n % 8)}) for n in range(400)])"
+    async with (
+        http_serve(*args, "--timeout", "3", "--max-concurrent", "6") as url,
+        client(url) as victim,
+        client(url) as attacker,
+    ):
+        answered: dict[str, float] = {}
+
+        async def victim_run() -> None:
+            code = f"ref = tools.doc(url={payloads.url('/slow.txt')!r})['content'][0]\n"
+            code += "read_text(fetch(ref))"
+            started = time.monotonic()
+            await victim.call_tool("run_python", {"code": code})
+            answered["victim"] = time.monotonic() - started
+
+        async def attack() -> None:
+            await trio.sleep(0.3)  # the victim's download is in flight
+            async with trio.open_nursery() as runs:
+                for _ in range(4):
+                    runs.start_soon(attacker.call_tool, "run_python", {"code": batch})
+                    await trio.sleep(1.3)
+
+        async with trio.open_nursery() as inner:
+            inner.start_soon(victim_run)
+            inner.start_soon(attack)
+    assert answered["victim"] < 3 + 1.5, (
+        f"a run with a 3 s wall time was answered after {answered['victim']:.1f} s"
+    )
+
+
+def too_deep(depth: int = 120) -> list[Any]:
+    """Inputs nested past the channel's depth limit: refused by ``Bridge.run`` before any child
+    starts, but only once ``serve`` has opened the call's session."""
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+async def test_a_client_closes_another_clients_session(tmp_path: pathlib.Path) -> None:
+    """Sessions across clients. Over HTTP a ``session_id`` belongs to its MCP session, but
+    the cap on sessions (256) is one for the whole server and opening one more closes the
+    longest idle, whoever owns it. A client opens 256 sessions for nothing (each call's inputs
+    are too deep, so no child ever starts: about a millisecond each) and another client's
+    session, with its state, is gone."""
+    async with (
+        http_serve("--workspace", str(tmp_path / "ws")) as url,
+        client(url) as victim,
+        client(url) as attacker,
+    ):
+        kept = {"code": "secret = 'the victim keeps this'", "session_id": "mine"}
+        assert not (await victim.call_tool("run_python", kept)).is_error
+        for n in range(256):
+            args = {"code": "", "session_id": f"s{n}", "inputs": {"x": too_deep()}}
+            with contextlib.suppress(MCPError):  # see test_inputs_too_deep_are_refused...
+                await attacker.call_tool("run_python", args)
+        later = await victim.call_tool("run_python", {"code": "secret", "session_id": "mine"})
+        assert (later.structured_content or {}).get("value") == "the victim keeps this", (
+            later.content
+        )
+
+
+async def test_inputs_too_deep_are_refused_as_an_error_result(tmp_path: pathlib.Path) -> None:
+    """Malformed requests. ``inputs`` that aren't plain data should get the documented
+    ``isError`` refusal; the ``ValueError`` from ``Bridge.run`` is raised inside the call's task
+    groups, so it reaches ``_call_tool`` as an ``ExceptionGroup``, passes its ``except
+    ValueError`` and the client gets a JSON-RPC error ("Exceptions from Trio nursery" over
+    stdio, "unhandled errors in a TaskGroup" over HTTP) instead. The server survives."""
+    with raw_serve("--workspace", str(tmp_path)) as raw:
+        await trio.to_thread.run_sync(raw.initialize)
+        raw.call(2, "run_python", {"code": "1", "inputs": {"x": too_deep()}})
+        answer = await trio.to_thread.run_sync(raw.receive, 2)
+        assert "result" in answer and answer["result"]["isError"], answer
+        assert "plain data" in json.dumps(answer["result"]), answer
+
+
+def rss_kib(pid: int) -> int:
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+async def test_session_ids_are_unbounded_in_length(tmp_path: pathlib.Path) -> None:
+    """Memory. A ``session_id`` is kept as a key for as long as its session lives (600 s idle),
+    with no bound on its length: 256 sessions of 16 MiB ids pin about 4 GiB. Here 24 calls with
+    8 MiB ids (each refused at once, no child started) grow the server by about 190 MiB."""
+    with raw_serve("--workspace", str(tmp_path)) as raw:
+        await trio.to_thread.run_sync(raw.initialize)
+        raw.call(1, "run_python", {"code": "1"})
+        await trio.to_thread.run_sync(raw.receive, 1)
+        before = rss_kib(raw.process.pid)
+
+        def flood() -> None:
+            for n in range(24):
+                session_id = chr(ord("a") + n) * (8 * 2**20)
+                args = {"code": "", "session_id": session_id, "inputs": {"x": too_deep()}}
+                raw.call(100 + n, "run_python", args)
+                raw.receive(100 + n)
+
+        await trio.to_thread.run_sync(flood)
+        grown = rss_kib(raw.process.pid) - before
+        assert grown < 64 * 1024, f"serve kept {grown // 1024} MiB for 24 session ids"
+
+
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def tools_call(rid: int, code: str) -> dict[str, Any]:
+    params = {"name": "run_python", "arguments": {"code": code}}
+    return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
+
+
+def http_initialize(http: httpx.Client, url: str) -> dict[str, str]:
+    """Open an MCP session over plain HTTP; returns the headers its requests carry."""
+    info = {"name": "raw", "version": "0"}
+    params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": info}
+    opened = http.post(
+        url,
+        headers=HEADERS,
+        json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params},
+    )
+    headers = {
+        **HEADERS,
+        "mcp-session-id": opened.headers["mcp-session-id"],
+        "mcp-protocol-version": "2025-06-18",
+    }
+    http.post(url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    return headers
+
+
+async def test_a_client_that_never_reads_its_answer_pins_a_run_slot(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Exhaustion. What a script prints is sent on as ``notifications/message`` from a task
+    of the call's run slot, and the slot is released only once all of it was sent. A client
+    that posts a call whose script prints 1 MB of control characters (6 MB of JSON escapes)
+    and then never reads its event stream blocks that send, so the slot stays taken though
+    the run ended at once; ``--max-concurrent`` such connections shut every other client out.
+    (A client that reads gets its slot back at once.)"""
+    async with http_serve(
+        "--workspace", str(tmp_path / "ws"), "--max-concurrent", "1", "--max-queued", "0"
+    ) as url:
+        host, port = url.split("//")[1].split("/")[0].split(":")
+
+        def attack_then_call() -> dict[str, Any]:
+            with httpx.Client(timeout=30) as http:
+                headers = http_initialize(http, url)
+                code = "print('\\x01' * 999_000)\n1"
+                data = json.dumps(tools_call(2, code)).encode()
+                head = f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                head += f"Content-Length: {len(data)}\r\n"
+                head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+                with socket.create_connection((host, int(port))) as never_read:
+                    never_read.sendall(head.encode() + data)
+                    time.sleep(3.0)  # the run itself takes a few milliseconds
+                    other = http_initialize(http, url)
+                    answer = http.post(url, headers=other, json=tools_call(3, "6 * 7"))
+                    data_line = next(
+                        line for line in answer.text.splitlines() if line.startswith("data:")
+                    )
+                    return dict(json.loads(data_line[5:]))
+
+        answer = await trio.to_thread.run_sync(attack_then_call)
+        assert not answer["result"]["isError"], answer
+
+
+async def test_a_value_is_put_in_the_text_uncut_and_escaped(tmp_path: pathlib.Path) -> None:
+    """Memory amplification. The text content cuts what a script printed at 20,000 characters
+    (all of it being in ``structuredContent``), but puts the value's ``repr`` in whole: a
+    script whose value is 4 MiB of control characters (within the 16 MiB message bound) gets
+    an answer of about 46 MB, its repr (4 characters each) then JSON-escaped, beside its JSON
+    escapes in ``structuredContent`` (6 bytes each): about 11 times the value, built in the
+    server's memory per call."""
+    with raw_serve("--workspace", str(tmp_path)) as raw:
+        await trio.to_thread.run_sync(raw.initialize)
+        raw.call(2, "run_python", {"code": "'\\x01' * (4 * 2**20)"})
+        answer = await trio.to_thread.run_sync(raw.receive, 2)
+        text = answer["result"]["content"][0]["text"]
+        assert len(text) <= 100_000, f"the text content holds {len(text):,} characters"
+
+
+# --- what held -----------------------------------------------------------------------------
+
+PEER = f"peer={sys.executable} {ROOT / 'examples' / 'peer.py'} --payload-base http://127.0.0.1:9"
+
+
+async def test_output_stays_with_its_client_and_exposed_embeds_hide_uris(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Held: over HTTP, what one client's script prints (``notifications/message``) reaches
+    that client only, while another client's run prints at the same time; an exposed tool's
+    embedded resources (text, image, PDF) show their contents or marker, never their uri."""
+    heard: dict[str, list[str]] = {"a": [], "b": []}
+
+    def hearing(who: str) -> Any:
+        async def on_log(params: Any) -> None:
+            heard[who].append(str(params.data))
+
+        return on_log
+
+    args = ["--workspace", str(tmp_path / "ws"), "--mcp", PEER, "--expose-tools"]
+    code = "import asyncio\nfor n in range(3):\n    print('{0}', n)\n    await asyncio.sleep(0.1)\n"
+    async with (
+        http_serve(*args) as url,
+        streamable_http_client(url) as (read_a, write_a),
+        ClientSession(read_a, write_a, logging_callback=hearing("a"), log_level="info") as a,
+        streamable_http_client(url) as (read_b, write_b),
+        ClientSession(read_b, write_b, logging_callback=hearing("b"), log_level="info") as b,
+    ):
+        await a.initialize()
+        await b.initialize()
+        async with trio.open_nursery() as runs:
+            runs.start_soon(a.call_tool, "run_python", {"code": code.format("from-a")})
+            runs.start_soon(b.call_tool, "run_python", {"code": code.format("from-b")})
+        shown = [
+            json.dumps((await b.call_tool(f"peer.{name}", {})).model_dump(mode="json"))
+            for name in ("embedded_text", "embedded_image", "embedded_pdf")
+        ]
+    assert "from-a" in "".join(heard["a"]) and "from-b" not in "".join(heard["a"]), heard
+    assert "from-b" in "".join(heard["b"]) and "from-a" not in "".join(heard["b"]), heard
+    assert all("peer://" not in text for text in shown), shown
+    assert "embedded words" in shown[0] and '"image"' in shown[1], shown
+    assert "application/pdf" in shown[2] and markers.PAYLOAD_NEVER not in shown[2], shown
