@@ -9,6 +9,10 @@ the claims of the result being shown:
 - **unreadable** when the result's claims could not be read whole or the record was flagged so:
   no uri, no saved path, and ``UNREADABLE_RESULT``;
 - **unregistered** when the uri has no record (shown before ingestion): ``REFERENCE_UNREGISTERED``;
+- **landing** when a result's ingestion in slices is under way and the reader hasn't waited for
+  it (:attr:`~scriptbridge.ReferenceRegistry.landing`: a host's own view during another run's
+  flood): no uri, no saved path, and ``MARKS_LANDING``, so no reader ever sees what a never
+  that has arrived but not landed withholds;
 - otherwise the saved path, if a copy is saved.
 
 A name or media type is cleaned (:func:`markers.clean_label`) and left out when it holds the
@@ -46,8 +50,8 @@ class ShownReference:
     """The uri, only when it may be shown (unmarked, readable, no credential in it)."""
     saved_to: str | None
     unfetchable: str | None
-    """``None``, or why it can't be fetched: ``PAYLOAD_NEVER``, ``UNREADABLE_RESULT`` or
-    ``REFERENCE_UNREGISTERED``."""
+    """``None``, or why it can't be fetched (or shown) now: ``PAYLOAD_NEVER``,
+    ``UNREADABLE_RESULT``, ``MARKS_LANDING`` or ``REFERENCE_UNREGISTERED``."""
 
     def stub(self) -> str:
         """Its stub line, ending with its saved path, its reason or the fetch hint."""
@@ -97,10 +101,13 @@ def show_reference(
     if record is not None:
         return _shown(record, registry, claims, claimed_never)
     never = claimed_never or registry.is_marked(reference.uri)
+    landing = registry.landing
     if never:
         reason: str | None = markers.PAYLOAD_NEVER
     elif claims.unreadable is not None:
         reason = markers.UNREADABLE_RESULT
+    elif landing:
+        reason = markers.MARKS_LANDING
     else:
         reason = markers.REFERENCE_UNREGISTERED
     return ShownReference(  # positional (a keyword call costs more): id, name, mime, ...
@@ -108,7 +115,7 @@ def show_reference(
         _label(reference.name, reference.uri, NAME_MAX_CHARS),
         _label(reference.mime, reference.uri, markers.MEDIA_TYPE_MAX_CHARS),
         reference.size,
-        _uri(reference.uri, never or claims.unreadable is not None),
+        _uri(reference.uri, never or landing or claims.unreadable is not None),
         None,
         reason,
     )
@@ -129,11 +136,14 @@ def _shown(
     record: ReferenceRecord, registry: ReferenceRegistry, claims: Claims, claimed_never: bool
 ) -> ShownReference:
     never = claimed_never or record.payload_never or registry.is_marked(record.uri)
-    blocked = record.unreadable or claims.unreadable is not None
+    unreadable = record.unreadable or claims.unreadable is not None
+    blocked = unreadable or registry.landing
     if never:
         reason: str | None = markers.PAYLOAD_NEVER
-    elif blocked:
+    elif unreadable:
         reason = markers.UNREADABLE_RESULT
+    elif blocked:
+        reason = markers.MARKS_LANDING
     else:
         reason = None
     return ShownReference(  # positional: id, name, mime, size, uri, saved_to, unfetchable

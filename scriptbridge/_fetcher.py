@@ -257,7 +257,9 @@ class ReferenceFetcher:
             ``Unfetchable(PAYLOAD_NEVER)`` first, whenever the mark landed.
 
         On any answer but :class:`Saved`, and on cancellation, nothing of this fetch is left in
-        the workspace. Raises only ``trio.Cancelled`` (when the caller is cancelled).
+        the workspace but a copy its flight finished saving, which is the record's saved copy
+        (answered to later fetches, removed by any mark). Raises only ``trio.Cancelled`` (when
+        the caller is cancelled).
         """
         if self._settled is not None:
             await self._settled()
@@ -289,9 +291,8 @@ class ReferenceFetcher:
                 await self._fly(record, flight)
             else:
                 await flight.done.wait()
-            if self._settled is not None:
-                with trio.CancelScope(shield=True):  # what the flight saved is answered
-                    await self._settled()
+            if self._settled is not None:  # a caller cancelled here leaves the flight's copy,
+                await self._settled()  # the record's own, which any mark removes
             if flight.outcome is not None:
                 break
             # The caller leading that flight was cancelled: lead a new one (after a new check).

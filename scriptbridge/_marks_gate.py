@@ -6,7 +6,7 @@ registry's synchronous ``ingest`` would hold the event loop all that while, so t
 ingests through :class:`MarksGate`, which runs
 :meth:`~scriptbridge._registry.ReferenceRegistry.ingest_in_slices` with a checkpoint between
 slices (each a few milliseconds of work), and holds back every view and every fetch decision
-of the bridge until no ingestion is under way.
+of the bridge until the ingestions under way when it was asked for have ended.
 
 Guarantees:
 
@@ -16,22 +16,24 @@ Guarantees:
   (its cancellation is delivered at its next checkpoint), so no claim read is left unmarked.
 - A result whose ingestion fits in one slice is ingested with no checkpoint at all, as by the
   synchronous ``ingest``.
-- :meth:`MarksGate.wait_settled` returns only when no ingestion is under way, without a
-  checkpoint when none is. A view rendered, or a fetch decided, right after it returns (with no
-  await in between) is rendered or decided against every mark of every result whose ingestion
-  had begun: as if each result had been ingested in one step when it arrived, so SPEC's "marks
-  before views" holds, and no fetch of a marked reference is served, or even requested, first.
-- At each checkpoint the registry is consistent (a slice is a run of the registry's own
-  steps). A reader that does not wait (a host's own ``render_script_view``) sees every mark of
-  every ingestion that ended and some of the one under way, never fewer than before it began.
+- :meth:`MarksGate.wait_settled` returns when every ingestion under way when it was called has
+  ended (at once, with no checkpoint, when none was). A view rendered, or a fetch decided, right
+  after it returns (with no await in between, inside ``registry.settled_view()``) is rendered or
+  decided against every mark of every result whose ingestion had begun before the reader began
+  to wait: as if each result had been ingested in one step when it arrived. A result whose
+  ingestion began later arrived after the reader's own: its marks land as they come, as a
+  result arriving a moment later would.
+- While an ingestion is under way, a reader that hasn't waited (a host's own
+  ``render_script_view`` or lane) fails closed: the registry's ``landing`` is true, and every
+  reference shows no uri, no saved path and ``MARKS_LANDING`` (SPEC's rendering stays pure).
 
-Waiting ends when the ingestions under way end; an ingestion never waits for anything, so a
-wait is bounded by the work of the results that arrived before it ended. Under a steady stream
-of overlapping ingestions a waiter waits until there is a moment with none: each run of the
-bridge waits before it renders what it ingested, so a run can't start another ingestion first.
+A wait is bounded by the work of the ingestions under way when it began: new ones never hold
+it, so no stream of results can keep a run past its wall time.
 """
 
 from __future__ import annotations
+
+import itertools
 
 import trio
 
@@ -41,18 +43,19 @@ __all__ = ["MarksGate"]
 
 
 class MarksGate:
-    """Ingests tool results into ``registry`` in slices, and tells when none is under way
-    (module doc). Use it from the trio thread that drives the registry."""
+    """Ingests tool results into ``registry`` in slices, and tells when those under way have
+    ended (module doc). Use it from the trio thread that drives the registry."""
 
     def __init__(self, registry: ReferenceRegistry) -> None:
         self.registry = registry
-        self._under_way = 0
-        self._settled: trio.Event | None = None  # set when the last one under way ends
+        self._under_way: dict[int, trio.Event] = {}
+        """Each ingestion under way, by its number: the event set when it ends."""
+        self._numbers = itertools.count()
 
     @property
     def ingesting(self) -> bool:
         """Whether an ingestion is under way (its result's marks may not all have landed)."""
-        return self._under_way > 0
+        return bool(self._under_way)
 
     async def ingest(self, result: object, server: str | None) -> list[ReferenceRecord]:
         """Ingest ``result`` from ``server`` whole, with a checkpoint between slices; returns
@@ -64,9 +67,9 @@ class MarksGate:
         except StopIteration as done:  # one slice: no checkpoint, nothing to wait for
             records: list[ReferenceRecord] = done.value
             return records
-        if self._under_way == 0:
-            self._settled = trio.Event()
-        self._under_way += 1
+        number = next(self._numbers)
+        self._under_way[number] = trio.Event()
+        self.registry.begin_landing()
         try:
             while True:
                 await trio.lowlevel.cancel_shielded_checkpoint()
@@ -76,13 +79,13 @@ class MarksGate:
                     records = done.value
                     return records
         finally:
-            self._under_way -= 1
-            if self._under_way == 0 and self._settled is not None:
-                self._settled.set()
-                self._settled = None
+            self.registry.end_landing()
+            self._under_way.pop(number).set()
 
     async def wait_settled(self) -> None:
-        """Return when no ingestion is under way (at once, with no checkpoint, when none is).
-        Raises ``trio.Cancelled`` when the caller is cancelled while it waits."""
-        while self._settled is not None:
-            await self._settled.wait()
+        """Return when every ingestion under way when this was called has ended (at once, with
+        no checkpoint, when none is); ingestions that begin meanwhile aren't waited for, so a
+        stream of them can't hold a waiter. Raises ``trio.Cancelled`` when the caller is
+        cancelled while it waits."""
+        for ended in list(self._under_way.values()):
+            await ended.wait()

@@ -103,16 +103,26 @@ class Journal:
     """Keeps each record as it stood before its first change while the journal is open.
 
     Open one per script run with :meth:`ReferenceRegistry.journal`; :meth:`as_it_stood` then
-    tells what the run could have shown for a uri when it began.
+    tells what the run could have shown for a uri when it began. It keeps at most ``limit``
+    uris (the registry gives four times its capacity), so no stream of fresh uris grows it
+    without bound; past that it keeps no more and :attr:`complete` is false.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = 8000) -> None:
         self._kept: dict[str, ReferenceRecord | None] = {}
+        self.limit = limit
+        self.complete = True
+        """False once a change went unkept because the journal was full."""
 
     def keep(self, uri: str, record: ReferenceRecord | None) -> None:
-        """Keep a copy of ``record`` (``None``: the uri had no record) unless one is kept."""
-        if uri not in self._kept:
-            self._kept[uri] = copy.copy(record) if record is not None else None
+        """Keep a copy of ``record`` (``None``: the uri had no record) unless one is kept, or
+        the journal is full (then :attr:`complete` turns false)."""
+        if uri in self._kept:
+            return
+        if len(self._kept) >= self.limit:
+            self.complete = False
+            return
+        self._kept[uri] = copy.copy(record) if record is not None else None
 
     def as_it_stood(self, uri: str, live: ReferenceRecord | None) -> ReferenceRecord | None:
         """The record for ``uri`` as it stood when the journal opened (``live`` if unchanged)."""
@@ -142,8 +152,38 @@ class ReferenceRegistry:
         self._removal_hook: RemovalHook | None = None
         self._pending_removals: dict[str, None] = {}
         self._mark_listeners: list[MarkListener] = []
+        self._landing = 0
+        """Results whose ingestion in slices is under way (:meth:`landing`)."""
+        self._settled_views = 0
 
     # --- reading ----------------------------------------------------------------------------
+
+    @property
+    def landing(self) -> bool:
+        """Whether a reader must fail closed: a result's ingestion in slices is under way (its
+        marks may not all have landed) and the reader isn't a :meth:`settled_view`. Every lane
+        then shows each reference with no uri, no saved path and
+        :data:`~scriptbridge.markers.MARKS_LANDING`."""
+        return self._landing > 0 and self._settled_views == 0
+
+    def begin_landing(self) -> None:
+        """A result's ingestion in slices has begun (the marks gate says so)."""
+        self._landing += 1
+
+    def end_landing(self) -> None:
+        """A result's ingestion in slices has ended: all its marks have landed."""
+        self._landing -= 1
+
+    @contextmanager
+    def settled_view(self) -> Iterator[None]:
+        """For a view made, with no await in it, by a reader that has waited for every
+        ingestion under way when it began to wait (the marks gate's ``wait_settled``): within
+        the block, :attr:`landing` is false, so the view shows references as they stand."""
+        self._settled_views += 1
+        try:
+            yield
+        finally:
+            self._settled_views -= 1
 
     def __len__(self) -> int:
         return len(self._by_uri)
@@ -188,7 +228,7 @@ class ReferenceRegistry:
     @contextmanager
     def journal(self) -> Iterator[Journal]:
         """Open a journal for the duration of the ``with`` block (one per script run)."""
-        journal = Journal()
+        journal = Journal(limit=4 * self.capacity)
         self._journals.append(journal)
         try:
             yield journal

@@ -164,14 +164,16 @@ class RunServices:
 
     def _answer(self, name: str, ok: bool, result: Any) -> tuple[bool, Any]:
         """What the script gets for an invoked call: its view, rendered now against every mark
-        ingested so far (the caller has waited until no ingestion is under way), or the
-        failure's reason."""
+        ingested so far (the caller has waited for the ingestions under way, so the view is a
+        settled one), or the failure's reason."""
         if not ok:
             return False, result
         if isinstance(result, dict) and result.get("isError") is True:
-            text = lanes.stored_copy(result, self._registry).strip()
+            with self._registry.settled_view():
+                text = lanes.stored_copy(result, self._registry).strip()
             return False, (text or f"the tool {name} failed")[:TOOL_ERROR_MAX_CHARS]
-        done = render_for_script(result, self._registry)
+        with self._registry.settled_view():
+            done = render_for_script(result, self._registry)
         if done.nodes > MAX_DATA_NODES:  # its depth is within the protocol's by construction
             return False, (
                 "its result can't be handed to a script: "
@@ -186,7 +188,7 @@ class RunServices:
         run = self._run
         if ref_id not in run.given_ids:
             raise ProtocolViolation("the child fetched a reference id this run was never given")
-        await self._wait_settled()  # no decision while marks are landing
+        await self._wait_settled()  # no decision before the marks under way have landed
         record = self._registry.get(ref_id)
         if record is None:
             return FetchResult(call_id=call_id, unfetchable=markers.NO_LONGER_HELD)

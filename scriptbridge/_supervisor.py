@@ -372,7 +372,8 @@ async def _model_call(bridge: Bridge, name: str, arguments: dict[str, Any]) -> d
     if not ok:
         return {"content": [{"type": "text", "text": answer}], "isError": True}
     await bridge._gate.wait_settled()  # no await from here to the view: marks before views
-    shown = lanes.live_copy(answer, bridge.registry)
+    with bridge.registry.settled_view():
+        shown = lanes.live_copy(answer, bridge.registry)
     content = [{"type": "text", "text": shown}] if isinstance(shown, str) else shown
     top = result_dict(answer)
     return {"content": content, "isError": top is not None and top.get("isError") is True}

@@ -40,6 +40,7 @@ __all__ = [
     "FETCH_HINT",
     "FILE_SCHEME",
     "INLINE_NO_MEDIA_TYPE",
+    "MARKS_LANDING",
     "NOT_CONNECTED",
     "NO_LONGER_HELD",
     "NO_SCHEME",
@@ -100,6 +101,7 @@ UNREADABLE_RESULT: Final = (
     "its result couldn't be read whole for a server's never, so nothing in it is fetched"
 )
 FETCH_HINT: Final = "not fetched yet; fetch it by its id to read it"
+MARKS_LANDING: Final = "a result's never marks were still being applied when this was shown"
 
 MEDIA_TYPE_MAX_CHARS: Final = 100
 """Where :func:`clean_label` cuts a media type."""

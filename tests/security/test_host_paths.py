@@ -126,9 +126,9 @@ async def test_a_host_view_during_a_flood_shows_a_uri_the_flood_marks_never(
     7.1. A run's tool returns a flood whose last claim is a never for ``uri``; while its
     ingestion is under way (in slices, with checkpoints between them) the host ingests a
     result of its own that links ``uri`` and renders it with the public
-    ``render_script_view``: the view shows the uri (and the host's stored copy its saved path)
-    of a payload whose never has arrived but not landed. Nothing public lets a host wait for
-    the gate, and neither function can."""
+    ``render_script_view``: the view must not show the uri (nor the host's stored copy its
+    saved path) of a payload whose never has arrived but not landed. Neither function can wait
+    for the gate, so while an ingestion is under way they fail closed (``MARKS_LANDING``)."""
     uri = payloads.url("/p.txt")
     fetched = await bridge.fetcher.fetch(bridge.ingest({"content": [link(uri)]}, server=None)[0])
     assert isinstance(fetched, Saved), fetched
@@ -158,8 +158,10 @@ async def test_a_host_view_during_a_flood_shows_a_uri_the_flood_marks_never(
     assert bridge.registry.is_marked(uri)  # the flood's never did land, later
     assert shown["ingesting"], "the host's view wasn't made during the flood's ingestion"
     block = shown["view"]["content"][0]
-    assert "uri" not in block and block["unfetchable"] == markers.PAYLOAD_NEVER, shown
+    assert "uri" not in block and block["savedTo"] is None, shown
+    assert block["unfetchable"] in (markers.PAYLOAD_NEVER, markers.MARKS_LANDING), shown
     assert "saved:" not in shown["stored"], shown["stored"]
+    assert markers.MARKS_LANDING in shown["stored"] or markers.PAYLOAD_NEVER in shown["stored"]
 
 
 async def test_a_runs_journal_keeps_every_uri_it_ever_saw(bridge: Bridge) -> None:
