@@ -92,6 +92,12 @@ class Bridge:
         launcher: where runs' children come from (a
             :class:`~scriptbridge._launcher.Launcher`); by default a zygote with spare
             children. Tests pass one that hands out hostile children.
+        max_spares: for the default launcher, the most spare children kept forked and
+            isolated ahead of runs (their number follows the bursts of runs that came, within
+            this bound; 0 keeps none); by default 8. A launcher passed in has its own.
+
+    Raises:
+        ValueError: ``max_spares`` is negative, or given with a ``launcher``.
 
     An async context manager under trio or asyncio; all it started is stopped and reaped when
     the block exits. Under asyncio (:mod:`scriptbridge._hosting`) its trio side, registry and
@@ -107,7 +113,10 @@ class Bridge:
         *,
         eager_max_bytes: int | None = None,
         launcher: Launcher | None = None,
+        max_spares: int | None = None,
     ) -> None:
+        if launcher is not None and max_spares is not None:
+            raise ValueError("max_spares is the default launcher's: give it to your launcher")
         self.limits = limits or Limits()
         self.workspace = Workspace(workspace)
         self.registry = ReferenceRegistry()
@@ -119,7 +128,11 @@ class Bridge:
             eager_max_bytes=eager_max_bytes,
             servers=self._servers,
         )
-        self.launcher: Launcher = launcher if launcher is not None else ZygoteLauncher()
+        if launcher is None:
+            launcher = (
+                ZygoteLauncher() if max_spares is None else ZygoteLauncher(max_spares=max_spares)
+            )
+        self.launcher: Launcher = launcher
         self._tools = ToolTable()
         self._dirs = RunDirs(self.workspace.root)
         self._runs: dict[str, RunState] = {}

@@ -35,7 +35,7 @@ class FakeChild(Child):
 
     async def wait(self, timeout: float) -> ChildExit:
         os.close(self._reader)
-        return ChildExit(returncode=-9, cpu_s=0.0, max_rss_kb=0)
+        return ChildExit(pid=self.pid, returncode=-9, cpu_s=0.0, max_rss_kb=0)
 
     async def kill(self) -> None:
         self._forks.killed.append(self.pid)
