@@ -39,6 +39,7 @@ import subprocess  # noqa: F401  (held by every child: see below)
 import sys
 from typing import Final
 
+import msgpack
 from pydantic import BaseModel
 
 from . import _runtime, _warm
@@ -46,9 +47,11 @@ from ._blocking_channel import BlockingChannel
 from ._isolation import (
     ChildIds,
     IsolationError,
+    NetNamespaces,
     PidNamespaces,
+    address_space_now,
     apply_isolation,
-    python_paths,
+    open_python_paths,
     seccomp_arch,
     seccomp_template,
 )
@@ -63,9 +66,7 @@ from .protocol._zygote_messages import (
     Kill,
     Signalled,
     Spawn,
-    Spawned,
     Wait,
-    pack,
     unpack,
 )
 
@@ -89,6 +90,9 @@ class _Server:
         self.selector = selectors.DefaultSelector()
         self.selector.register(sock, selectors.EVENT_READ, None)
         self.pid_namespaces = PidNamespaces()
+        self.net_namespaces = NetNamespaces()
+        self.net_namespaces.prepare()
+        self.python_dirs = open_python_paths()
         self.child_ids = ChildIds(start=int.from_bytes(os.urandom(2), "little"))
         self.ids: dict[int, int] = {}  # live child pid -> its uid and gid (ChildIds)
         self.pidfds: dict[int, int] = {}  # live child pid -> pidfd
@@ -98,8 +102,13 @@ class _Server:
         self.waiters: dict[int, list[int]] = {}  # pid -> req_ids waiting
 
     def reply(self, message: BaseModel) -> None:
+        self.reply_packed(message.model_dump(mode="python"))
+
+    def reply_packed(self, message: dict[str, object]) -> None:
+        """Send a reply given as the dict a reply model dumps to (the requester validates every
+        reply): the zygote touches as few of its pages as it can between a fork and the next."""
         with contextlib.suppress(OSError):
-            self.sock.send(pack(message))
+            self.sock.send(msgpack.packb(message, use_bin_type=True))
 
     def run(self) -> None:
         self.reply(Hello(pid=self.pid))
@@ -154,13 +163,15 @@ class _Server:
                 out.finish()
             self.reply(Failed(req_id=request.req_id, message=str(exc)))
             return
+        netns = self.net_namespaces.take(request.disable)
+        address_space = address_space_now()
         pid_namespace = self.pid_namespaces.enter(request.disable)
         try:
             pid = os.fork()
         except OSError as exc:
             self.pid_namespaces.leave()
             self.child_ids.release(child_id)
-            for fd in fds:
+            for fd in [*fds, *([] if netns is None else [netns])]:
                 os.close(fd)
             if out is not None:
                 out.finish()
@@ -169,19 +180,22 @@ class _Server:
         if pid == 0:  # pragma: no cover - the child; coverage can't follow it
             status = 70
             try:
-                status = self.child(request, fds, out, unmounted, pid_namespace, child_id)
+                status = self.child(
+                    request, fds, out, unmounted, pid_namespace, child_id, netns, address_space
+                )
             finally:
                 os._exit(status)
         self.pid_namespaces.leave()  # if this raises, the zygote exits: its children die too
         self.ids[pid] = child_id
-        for fd in fds:
+        for fd in [*fds, *([] if netns is None else [netns])]:
             os.close(fd)
         if out is not None:
             self.outs[pid] = out
         pidfd = os.pidfd_open(pid)
         self.pidfds[pid] = pidfd
         self.selector.register(pidfd, selectors.EVENT_READ, pid)
-        self.reply(Spawned(req_id=request.req_id, pid=pid))
+        self.reply_packed({"op": "spawned", "req_id": request.req_id, "pid": pid})
+        self.net_namespaces.prepare()  # the next child's, while this one isolates itself
 
     def mount_out(self, request: Spawn) -> tuple[OutMount | None, str | None]:
         """The tmpfs for the child of ``request`` (the ``quota`` layer), or why there is none."""
@@ -207,15 +221,13 @@ class _Server:
         unmounted: str | None,
         pid_namespace: str | None,
         child_id: int,
+        netns: int | None,
+        address_space: int,
     ) -> int:
-        self.selector.close()
-        self.sock.close()
-        for pidfd in self.pidfds.values():
-            os.close(pidfd)
-        self.pidfds.clear()
-        for other in [*self.outs.values(), *([out] if out is not None else [])]:
-            other.forget()  # the mounts stay; the fds (the disk's out/ among them) go
-        self.outs.clear()
+        # Every fd the zygote held (its socket and selector, the pidfds, the out/ mounts' and
+        # the disk's fds) is closed by the hygiene, before anything else; the objects that own
+        # them stay referenced from this frame until the child exits, so none closes an fd
+        # number again.
         try:
             kept, report = apply_isolation(
                 workspace=request.workspace,
@@ -225,6 +237,9 @@ class _Server:
                 pid_namespace=pid_namespace,
                 child_id=child_id,
                 disable=frozenset(request.disable),
+                address_space=address_space,
+                netns_fd=netns,
+                python_dirs=self.python_dirs,
             )
         except IsolationError as exc:
             with contextlib.suppress(OSError, ProtocolError):
@@ -332,7 +347,6 @@ def main(fd: int) -> None:
     mounts = enter_private_mounts()
     _keep_freed_memory()
     _warm.warm_up()
-    python_paths()
     if (arch := seccomp_arch()) is not None:
         seccomp_template(arch)  # made once, here, for every child
     _Server(sock, mounts).run()

@@ -619,6 +619,25 @@ def test_concurrent_children_have_different_ids(zygote: ZygoteProcess, tmp_path:
 
 
 @needs_root
+def test_each_child_has_a_network_namespace_of_its_own(
+    zygote: ZygoteProcess, tmp_path: Path
+) -> None:
+    """Live children never share a network namespace, nor with the zygote or this process,
+    though the zygote makes each one ahead of its child; a child whose netns layer is off is
+    in the zygote's."""
+    namespaces = []
+    with (
+        idle_child(zygote, tmp_path / "a") as first,
+        idle_child(zygote, tmp_path / "b") as second,
+        idle_child(zygote, tmp_path / "c", disable={"netns"}) as third,
+    ):
+        for pid in (first.pid, second.pid, third.pid, zygote.pid, os.getpid()):
+            namespaces.append(os.readlink(f"/proc/{pid}/ns/net"))
+    assert len(set(namespaces[:2] + namespaces[3:4])) == 3
+    assert namespaces[2] == namespaces[3] == namespaces[4]
+
+
+@needs_root
 def test_the_host_can_read_list_and_remove_what_a_child_left_in_out(
     escape: Callable[..., RunRecord], workspace: Path
 ) -> None:
