@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
+from sandbox import BlockingChannel
 from sandbox._compile import compile_script
+from sandbox._runtime import serve
 from sandbox._warm import prime, prime_run
-from sandbox.protocol import Done, Ending, RunError, parse_child_message
+from sandbox.protocol import Done, Ending, Ready, RunError, Start, encode_frame, parse_child_message
 from sandbox.testing import RunRecord
 
 Run = Callable[..., RunRecord]
@@ -56,6 +59,53 @@ def test_priming_runs_a_whole_script_and_returns_quietly() -> None:
     assert isinstance(done, Done) and done.value == {"n": 3}
     prime()
     prime()
+
+
+def serve_in_process(*, start_waits: bool) -> tuple[list[str], list[object]]:
+    """Serve one run in this process over pipes, with ``start`` written before ``ready`` is
+    sent or only once the idle work runs; returns the order of events and what was sent."""
+    child_read, host_write = os.pipe()
+    host_read, child_write = os.pipe()
+    events: list[str] = []
+    start = encode_frame(Start(source="1 + 1"))
+
+    def idle() -> None:
+        events.append("idle")
+        os.write(host_write, start)
+
+    try:
+        if start_waits:
+            os.write(host_write, start)
+        status = serve(
+            BlockingChannel(child_read, child_write),
+            applied=[],
+            skipped=[],
+            restricted=True,
+            idle=idle,
+        )
+        events.append(f"status {status}")
+        os.close(child_write)
+        child_write = -1
+        sent = []
+        received = BlockingChannel(host_read, host_read)
+        while (message := received.receive_child()) is not None:
+            sent.append(message)
+        return events, sent
+    finally:
+        for fd in (child_read, host_write, host_read, child_write):
+            if fd >= 0:
+                os.close(fd)
+
+
+def test_the_idle_work_runs_after_ready_while_no_start_waits() -> None:
+    """A child's idle work (its priming) runs once ``ready`` is sent and only while no
+    ``start`` is waiting: a start that is already there is served at once."""
+    events, sent = serve_in_process(start_waits=False)
+    assert events == ["idle", "status 0"]
+    assert isinstance(sent[0], Ready) and isinstance(sent[-1], Done) and sent[-1].value == 2
+    events, sent = serve_in_process(start_waits=True)
+    assert events == ["status 0"]
+    assert isinstance(sent[-1], Done) and sent[-1].value == 2
 
 
 def test_no_script_code_runs_after_done(run: Run, workspace: Path) -> None:
