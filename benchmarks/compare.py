@@ -39,8 +39,8 @@ Figures (scriptbridge is "ours", the peer is monty unless said otherwise):
     times by one script (total / 100, so the run's own start, which ``warm_start`` measures,
     is spread thin).
 ``idle_worker_memory``
-    USS (``Private_*`` of ``/proc/PID/smaps_rollup``) of one idle, isolated sandbox child
-    against the RSS of monty's idle worker.
+    USS (``Private_*`` of ``/proc/PID/smaps_rollup``) of one idle, isolated sandbox child (once
+    it sleeps waiting for ``start``, its priming done) against the RSS of monty's idle worker.
 
 Our own figures against their physical floors, measured in the same run:
 
@@ -48,8 +48,10 @@ Our own figures against their physical floors, measured in the same run:
     our ``tool_call`` against a msgpack ping-pong of the same request and reply over
     ``os.pipe`` between two Python processes.
 ``fresh_child_vs_fork``
-    spawn request -> ``ready`` of one isolated child against ``os.fork()`` + ``_exit`` +
-    ``waitpid`` (report only: with spare children this is off the request path).
+    spawn request -> ``ready`` of one isolated child (every layer in force; it primes itself
+    after ``ready``, while no ``start`` waits) against ``os.fork()`` + ``_exit`` + ``waitpid``
+    of a process warmed up like the zygote (report only: with spare children this is off the
+    request path).
 ``child_exit_vs_fork``
     the end of one isolated child, from the host closing its pipes to the zygote reporting it
     reaped, against the same ``fork`` + ``_exit`` + ``waitpid`` (report only). Every run pays
@@ -702,6 +704,7 @@ async def compare_runtimes(
                                 raise BenchError(f"the idle child sent {ready!r}")
                             if list(ready.isolation) != expected_layers:
                                 memory.invalid += 1
+                            sandbox_start.wait_idle(child.pid)
                             memory.ours.append(sandbox_start.uss_kib(child.pid) * 1024)
                             ours_details.append(
                                 {"uss_kib": sandbox_start.uss_kib(child.pid),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 from typing import Final
 
 from pydantic import BaseModel
@@ -77,6 +78,14 @@ class BlockingChannel:
         total, written = len(parts[0]) + len(parts[1]), 0
         while written < total:
             written = write_parts(self.write_fd, parts, written)
+
+    def waiting(self) -> bool:
+        """Whether a message (or part of one, or the end of the stream) can be read without
+        blocking."""
+        if self._ready:
+            return True
+        readable, _, _ = select.select([self.read_fd], [], [], 0)
+        return bool(readable)
 
     def read_body(self) -> bytes | None:
         """Block until one whole frame arrives and return its body; ``None`` at a clean EOF.

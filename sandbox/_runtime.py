@@ -95,6 +95,7 @@ def serve(
     skipped: Sequence[SkippedLayer],
     restricted: bool,
     end: Callable[[int], NoReturn] | None = None,
+    idle: Callable[[], None] | None = None,
 ) -> int:
     """Run one child's conversation to the end and return its exit status.
 
@@ -111,6 +112,10 @@ def serve(
 
     ``ready`` gives ``pid`` (the pid the host knows this child by), or ``os.getpid()`` when it
     is not given; a child in a PID namespace of its own is pid 1 there.
+
+    ``idle`` (the child passes its priming, :func:`sandbox._warm.prime`) is called once
+    ``ready`` is sent, if no byte of ``start`` is waiting yet: work that makes the run faster,
+    done while the child would wait, and skipped when the host is already waiting on it.
     """
     layers = set(applied) | ({"restricted-python"} if restricted else set())
     missing = [] if restricted else [SkippedLayer(layer="restricted-python", reason="disabled")]
@@ -122,6 +127,8 @@ def serve(
     )
     try:
         channel.send(ready)
+        if idle is not None and not channel.waiting():
+            idle()
         start = channel.receive_host()
     except ProtocolError:
         return 2

@@ -1,9 +1,10 @@
-"""Warm-up: the zygote exercises a whole run before it forks, and each child again before
-``ready``, so a run does neither the imports nor the page copies it would otherwise do.
+"""Warm-up: the zygote exercises a whole run before it forks, and each child again while it
+waits for ``start``, so a run does neither the imports nor the page copies it would otherwise do.
 
 :func:`warm_up` (in the zygote, before any fork) runs one complete conversation in-process with
-canned host replies; :func:`prime` (in a fresh child) goes once through what every run does,
-without I/O. Neither raises, and nothing of either is visible to a run's script.
+canned host replies; :func:`prime` (in a child that said ``ready`` and has no ``start`` waiting
+yet: :func:`sandbox._runtime.serve`'s ``idle``) goes once through what every run does, without
+I/O. Neither raises, and nothing of either is visible to a run's script.
 """
 
 from __future__ import annotations
@@ -37,13 +38,14 @@ _PRIME_SCRIPT: Final = (
 
 
 def prime() -> None:
-    """Go once through what every run does, without I/O, in a child before it says ``ready``.
+    """Go once through what every run does, without I/O, in a child waiting for ``start``.
 
     A forked child's first touch of each page it shares with the zygote copies that page; a
     run then pays for hundreds of such copies between ``start`` and ``done``. Parsing a
     ``start``, compiling and running a tiny script in its own throwaway globals, and encoding a
     ``done`` here copies most of those pages while the child is still a spare, off the
-    request path. Trusted code only; nothing of it is visible to the run's script (its globals
+    request path (a child whose ``start`` is already there skips it: its run copies only the
+    pages it needs). Trusted code only; nothing of it is visible to the run's script (its globals
     are built afresh). Never raises: priming is only an optimisation (:func:`prime_run` is
     the same pass, raising).
     """

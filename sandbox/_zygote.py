@@ -6,9 +6,10 @@ modules (:func:`sandbox._warm.warm_up`). For each ``spawn`` request of the zygot
 (:mod:`sandbox.protocol._zygote_messages`) it receives the child's ends of its channel over the
 socket (``SCM_RIGHTS``), forks (as root, the child is pid 1 of a PID namespace of its own:
 :class:`~sandbox._isolation.PidNamespaces`), and the child isolates itself
-(:func:`sandbox._isolation.apply_isolation`), primes itself (:func:`sandbox._warm.prime`: the
-pages a run touches are copied before it says ``ready``, not between ``start`` and ``done``) and
-serves exactly one script (:func:`sandbox._runtime.serve`); it exits right after its last
+(:func:`sandbox._isolation.apply_isolation`), says ``ready``, primes itself while no ``start``
+is waiting (:func:`sandbox._warm.prime`: the pages a run touches are copied while a spare
+waits, not between ``start`` and ``done``) and serves exactly one script
+(:func:`sandbox._runtime.serve`); it exits right after its last
 message, before anything of the script's is released, so no script code runs after ``done``.
 The zygote sets malloc to keep and reuse freed memory (:func:`_keep_freed_memory`), for itself
 and every child. The zygote reaps every child (through a pidfd each) and reports its exit status
@@ -252,7 +253,6 @@ class _Server:
         else:
             report.skip("quota", unmounted)
         channel = BlockingChannel(kept[0], kept[1])
-        _warm.prime()
         return _runtime.serve(
             channel,
             pid=report.pid,
@@ -260,6 +260,7 @@ class _Server:
             skipped=report.skipped,
             restricted="restricted-python" not in request.disable,
             end=os._exit,
+            idle=_warm.prime,
         )
 
     def reap(self, pid: int) -> None:
