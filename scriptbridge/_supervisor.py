@@ -89,15 +89,10 @@ class Bridge:
             (``["127.0.0.1"]`` for a loopback payload server).
         eager_max_bytes: fetch references at most this large in the background as results
             arrive; ``None`` (the default) fetches only on demand.
-        launcher: where runs' children come from (a
-            :class:`~scriptbridge._launcher.Launcher`); by default a zygote with spare
-            children. Tests pass one that hands out hostile children.
-        max_spares: for the default launcher, the most spare children kept forked and
-            isolated ahead of runs (their number follows the bursts of runs that came, within
-            this bound; 0 keeps none); by default 8. A launcher passed in has its own.
-
-    Raises:
-        ValueError: ``max_spares`` is negative, or given with a ``launcher``.
+        launcher: where runs' children come from (a :class:`~scriptbridge._launcher.Launcher`);
+            by default a zygote with spare children. Tests pass one that hands out hostile ones.
+        max_spares: the default launcher's bound on spares, forked ahead of runs as bursts ask
+            (0: none; 8 by default); a ``ValueError`` if negative or with a ``launcher``.
 
     An async context manager under trio or asyncio; all it started is stopped and reaped when
     the block exits. Under asyncio (:mod:`scriptbridge._hosting`) its trio side, registry and
@@ -115,8 +110,7 @@ class Bridge:
         launcher: Launcher | None = None,
         max_spares: int | None = None,
     ) -> None:
-        if launcher is not None and max_spares is not None:
-            raise ValueError("max_spares is the default launcher's: give it to your launcher")
+        self.launcher: Launcher = _launcher(launcher, max_spares)
         self.limits = limits or Limits()
         self.workspace = Workspace(workspace)
         self.registry = ReferenceRegistry()
@@ -128,11 +122,6 @@ class Bridge:
             eager_max_bytes=eager_max_bytes,
             servers=self._servers,
         )
-        if launcher is None:
-            launcher = (
-                ZygoteLauncher() if max_spares is None else ZygoteLauncher(max_spares=max_spares)
-            )
-        self.launcher: Launcher = launcher
         self._tools = ToolTable()
         self._dirs = RunDirs(self.workspace.root)
         self._runs: dict[str, RunState] = {}
@@ -339,6 +328,15 @@ class Bridge:
                 run_dir.finish()
         result = _result(run, run_dir, value, error, status, time.perf_counter() - started)
         return result if session is None else session.end(run, result)
+
+
+def _launcher(launcher: Launcher | None, max_spares: int | None) -> Launcher:
+    """The bridge's launcher: ``launcher``, or the default one with ``max_spares``."""
+    if launcher is not None:
+        if max_spares is not None:
+            raise ValueError("max_spares is the default launcher's: give it to your launcher")
+        return launcher
+    return ZygoteLauncher() if max_spares is None else ZygoteLauncher(max_spares=max_spares)
 
 
 async def _serve(
