@@ -25,16 +25,8 @@ from ._compile import compile_script, script_line
 from ._dialect import ScriptReturn
 from ._session import HostGone, LimitExceeded, Session
 from ._values import cut, describe
-from .protocol import (
-    LAYER_NAMES,
-    PROTOCOL_VERSION,
-    Layer,
-    ProtocolError,
-    Ready,
-    RunError,
-    SkippedLayer,
-    Start,
-)
+from ._wire import Ready, RunError, SkippedLayer, Start
+from .protocol import LAYER_NAMES, PROTOCOL_VERSION, Layer, ProtocolError
 
 __all__ = ["run", "serve"]
 

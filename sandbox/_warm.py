@@ -18,7 +18,7 @@ from ._blocking_channel import BlockingChannel
 from ._compile import compile_script
 from ._runtime import run, serve
 from ._session import Session
-from .protocol import (
+from ._wire import (
     CallOk,
     Done,
     FetchResult,
@@ -26,9 +26,9 @@ from .protocol import (
     ToolFailed,
     ToolResult,
     ToolResults,
-    encode_frame,
-    parse_host_message,
+    read_host_message,
 )
+from .protocol import encode_frame
 
 __all__ = ["prime", "prime_run", "warm_up"]
 
@@ -56,7 +56,7 @@ def prime() -> None:
 def prime_run() -> bytes:
     """:func:`prime`'s pass; returns the ``done`` frame it encoded. Raises whatever the pass
     raised (a run that failed raises ``RuntimeError``)."""
-    start = parse_host_message(encode_frame(Start(source=_PRIME_SCRIPT))[4:])
+    start = read_host_message(encode_frame(Start(source=_PRIME_SCRIPT))[4:])
     assert isinstance(start, Start)
     session = Session(BlockingChannel(-1, -1), start)
     outcome = run(session, start.source, restricted=True)

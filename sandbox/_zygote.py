@@ -57,7 +57,8 @@ from ._isolation import (
     seccomp_template,
 )
 from ._quota import OutMount, enter_private_mounts
-from .protocol import ProtocolError, RunError, ZygoteError
+from ._wire import RunError
+from .protocol import ProtocolError, ZygoteError
 from .protocol._zygote_messages import (
     DATAGRAM,
     REQUESTS,

@@ -16,7 +16,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from ..protocol import ChildLimits, Layer, SkippedLayer
+from .._wire import SkippedLayer
+from ..protocol import ChildLimits, Layer
 from ._landlock import Landlock, landlock_abi, workspace_rules
 from ._libc import CLONE_NEWNET, os_error, set_no_new_privs, setns, unshare
 from ._process import apply_rlimits, drop_uid, hygiene, watch_parent

@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from sandbox import BlockingChannel
+from sandbox import BlockingChannel, _wire
 from sandbox._compile import compile_script
 from sandbox._runtime import serve
 from sandbox._warm import prime, prime_run
@@ -19,7 +19,7 @@ Run = Callable[..., RunRecord]
 def test_augmented_assignment_of_names_is_native() -> None:
     """``name += value`` compiles to an in-place operator, with no hook call."""
     compiled = compile_script("total = 0\nfor i in range(3):\n    total += i\n", restricted=True)
-    assert not isinstance(compiled, RunError)
+    assert not isinstance(compiled, _wire.RunError)
     body, _, _ = compiled
     assert "_inplacevar_" not in body.co_names
 
@@ -27,7 +27,7 @@ def test_augmented_assignment_of_names_is_native() -> None:
 def test_augmented_assignment_keeps_every_check() -> None:
     """Attribute and item targets, and names starting with ``_``, are still refused."""
     for source in ("a.b += 1\n", "a[0] += 1\n", "_x = 1\n_x += 1\n", "y = 1\ny += _z\n"):
-        assert isinstance(compile_script(source, restricted=True), RunError), source
+        assert isinstance(compile_script(source, restricted=True), _wire.RunError), source
 
 
 def test_augmented_assignment_runs(run: Run) -> None:
@@ -134,11 +134,10 @@ def test_a_tampered_limit_stop_still_ends_the_run_with_its_own_error() -> None:
     import os
 
     from sandbox import BlockingChannel, _session
-    from sandbox.protocol import RunError, Start
 
     host_read, child_write = os.pipe()
     try:
-        session = _session.Session(BlockingChannel(-1, child_write), Start(source=""))
+        session = _session.Session(BlockingChannel(-1, child_write), _wire.Start(source=""))
         try:
             session._stop(_session.LimitExceeded(Ending.ToolCallsExceeded, "too many calls"))
         except _session.LimitExceeded as stop:
@@ -150,7 +149,7 @@ def test_a_tampered_limit_stop_still_ends_the_run_with_its_own_error() -> None:
 
         held.kind = 7  # type: ignore[assignment]
         held.args = (Loud(),)
-        session.finish(RunError(type="Ignored", message="", phase="run"))
+        session.finish(_wire.RunError(type="Ignored", message="", phase="run"))
         os.close(child_write)
         child_write = -1
         last = BlockingChannel(host_read, host_read).receive_child()
