@@ -28,7 +28,7 @@ from ._wire import (
     ToolResults,
     read_host_message,
 )
-from .protocol import encode_frame
+from .protocol._framing import encode_frame, unpack_body
 
 __all__ = ["prime", "prime_run", "warm_up"]
 
@@ -143,11 +143,11 @@ def warm_up() -> None:
         child_write = -1
         received = BlockingChannel(host_read, host_read)
         last: object = None
-        while (received_message := received.receive_child()) is not None:
-            last = received_message
+        while (body := received.read_body()) is not None:
+            last = unpack_body(body)  # what the child sent, as the map it is (no validation)
         compile_script("x = (", restricted=True)
         compile_script("x._y", restricted=True)
-        if status != 0 or not isinstance(last, Done):
+        if status != 0 or not isinstance(last, dict) or last.get("op") != Done.op:
             print(f"sandbox warm-up ended with {status}: {last!r}", file=sys.stderr)
     except Exception as exc:  # pragma: no cover - only a broken installation gets here
         print(f"sandbox warm-up failed: {exc!r}", file=sys.stderr)

@@ -6,10 +6,12 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from sandbox import BlockingChannel, _wire
 from sandbox._compile import compile_script
 from sandbox._runtime import serve
-from sandbox._warm import prime, prime_run
+from sandbox._warm import prime, prime_run, warm_up
 from sandbox.protocol import Done, Ending, Ready, RunError, Start, encode_frame, parse_child_message
 from sandbox.testing import RunRecord
 
@@ -59,6 +61,13 @@ def test_priming_runs_a_whole_script_and_returns_quietly() -> None:
     assert isinstance(done, Done) and done.value == {"n": 3}
     prime()
     prime()
+
+
+def test_the_warm_up_runs_a_whole_conversation_cleanly(capsys: pytest.CaptureFixture[str]) -> None:
+    """The zygote's warm-up (a run against canned host replies) ends with ``done`` and says
+    nothing: it reports on stderr any run that ended otherwise."""
+    warm_up()
+    assert capsys.readouterr().err == ""
 
 
 def serve_in_process(*, start_waits: bool) -> tuple[list[str], list[object]]:
