@@ -1,11 +1,11 @@
 """The zygote: a warm fork server that makes one fresh sandbox child per script.
 
 One long-lived process (started by :meth:`sandbox.ZygoteProcess.start`) has already imported
-and exercised RestrictedPython, msgpack, pydantic, the protocol, the runtime and the allowlisted
-modules (:func:`sandbox._warm.warm_up`). For each ``spawn`` request of the zygote's protocol
-(:mod:`sandbox.protocol._zygote_messages`) it receives the child's ends of its channel over the
-socket (``SCM_RIGHTS``), forks (as root, the child is pid 1 of a PID namespace of its own:
-:class:`~sandbox._isolation.PidNamespaces`), and the child isolates itself
+and exercised RestrictedPython, msgpack, the child's side of the protocol, the runtime and the
+allowlisted modules (:func:`sandbox._warm.warm_up`). For each ``spawn`` request of the
+zygote's protocol (:mod:`sandbox.protocol._zygote_messages`) it receives the child's ends of
+its channel over the socket (``SCM_RIGHTS``), forks (as root, the child is pid 1 of a PID
+namespace of its own: :class:`~sandbox._isolation.PidNamespaces`), and the child isolates itself
 (:func:`sandbox._isolation.apply_isolation`), says ``ready``, primes itself while no ``start``
 is waiting (:func:`sandbox._warm.prime`: the pages a run touches are copied while a spare
 waits, not between ``start`` and ``done``) and serves exactly one script
@@ -20,7 +20,9 @@ disk and unmounts when it reaps the child, before it reports the exit (:mod:`san
 As root, each child also gets a uid and gid of its own (:class:`~sandbox._isolation.ChildIds`),
 held until it is reaped.
 
-Every request is validated before it is acted on; a malformed one is dropped. When the
+Every request is validated before it is acted on (:func:`sandbox._zygote_wire.read_request`,
+against the bounds of the host's models; the zygote never loads pydantic); a malformed one is
+dropped. When the
 requester's end of the socket closes, the zygote kills every child it still has, reaps them and
 exits; children also get ``SIGKILL`` if the zygote dies.
 
@@ -38,10 +40,7 @@ import signal
 import socket
 import subprocess  # noqa: F401  (held by every child: see below)
 import sys
-from typing import Final
-
-import msgpack
-from pydantic import BaseModel
+from typing import Any, Final
 
 from . import _runtime, _warm
 from ._blocking_channel import BlockingChannel
@@ -58,19 +57,9 @@ from ._isolation import (
 )
 from ._quota import OutMount, enter_private_mounts
 from ._wire import RunError
+from ._zygote_wire import Kill, Spawn, Wait, pack_reply, read_request
 from .protocol import ProtocolError, ZygoteError
-from .protocol._zygote_messages import (
-    DATAGRAM,
-    REQUESTS,
-    Exited,
-    Failed,
-    Hello,
-    Kill,
-    Signalled,
-    Spawn,
-    Wait,
-    unpack,
-)
+from .protocol._names import DATAGRAM
 
 __all__ = ["main"]
 
@@ -100,20 +89,17 @@ class _Server:
         self.pidfds: dict[int, int] = {}  # live child pid -> pidfd
         self.mounts = mounts  # None once in a mount namespace of its own; else why not
         self.outs: dict[int, OutMount] = {}  # live child pid -> the tmpfs on its out/
-        self.exits: dict[int, Exited] = {}  # reaped, not yet waited for (req_id 1 dummy)
+        self.exits: dict[int, dict[str, Any]] = {}  # reaped, not yet waited for: exited's fields
         self.waiters: dict[int, list[int]] = {}  # pid -> req_ids waiting
 
-    def reply(self, message: BaseModel) -> None:
-        self.reply_packed(message.model_dump(mode="python"))
-
-    def reply_packed(self, message: dict[str, object]) -> None:
-        """Send a reply given as the dict a reply model dumps to (the requester validates every
-        reply): the zygote touches as few of its pages as it can between a fork and the next."""
+    def reply(self, op: str, **fields: Any) -> None:
+        """Send the reply ``op`` with ``fields`` (:func:`~sandbox._zygote_wire.pack_reply`; the
+        requester validates every reply)."""
         with contextlib.suppress(OSError):
-            self.sock.send(msgpack.packb(message, use_bin_type=True))
+            self.sock.send(pack_reply(op, **fields))
 
     def run(self) -> None:
-        self.reply(Hello(pid=self.pid))
+        self.reply("hello", pid=self.pid)
         while True:
             for key, _events in self.selector.select():
                 if key.data is None:
@@ -133,7 +119,7 @@ class _Server:
                 os.close(fd)
             return False
         try:
-            request = unpack(REQUESTS, data)
+            request = read_request(data)
         except ZygoteError:
             for fd in fds:
                 os.close(fd)
@@ -153,7 +139,7 @@ class _Server:
         if len(fds) != 2:
             for fd in fds:
                 os.close(fd)
-            self.reply(Failed(req_id=request.req_id, message="a spawn needs exactly two fds"))
+            self.reply("failed", req_id=request.req_id, message="a spawn needs exactly two fds")
             return
         out, unmounted = self.mount_out(request)
         try:
@@ -163,7 +149,7 @@ class _Server:
                 os.close(fd)
             if out is not None:
                 out.finish()
-            self.reply(Failed(req_id=request.req_id, message=str(exc)))
+            self.reply("failed", req_id=request.req_id, message=str(exc))
             return
         netns = self.net_namespaces.take(request.disable)
         address_space = address_space_now()
@@ -177,7 +163,7 @@ class _Server:
                 os.close(fd)
             if out is not None:
                 out.finish()
-            self.reply(Failed(req_id=request.req_id, message=f"fork failed: {exc}"))
+            self.reply("failed", req_id=request.req_id, message=f"fork failed: {exc}")
             return
         if pid == 0:  # pragma: no cover - the child; coverage can't follow it
             status = 70
@@ -196,7 +182,7 @@ class _Server:
         pidfd = os.pidfd_open(pid)
         self.pidfds[pid] = pidfd
         self.selector.register(pidfd, selectors.EVENT_READ, pid)
-        self.reply_packed({"op": "spawned", "req_id": request.req_id, "pid": pid})
+        self.reply("spawned", req_id=request.req_id, pid=pid)
         self.net_namespaces.prepare()  # the next child's, while this one isolates itself
 
     def mount_out(self, request: Spawn) -> tuple[OutMount | None, str | None]:
@@ -271,28 +257,28 @@ class _Server:
         _, status, usage = os.wait4(pid, 0)
         out = self.outs.pop(pid, None)
         self.child_ids.release(self.ids.pop(pid))  # no process holds it any more
-        exited = Exited(
-            req_id=1,
-            pid=pid,
-            returncode=os.waitstatus_to_exitcode(status),
-            cpu_s=usage.ru_utime + usage.ru_stime,
-            max_rss_kb=usage.ru_maxrss,
-            quota_exceeded=None if out is None else out.finish(),  # on the disk before the reply
-        )
+        exited = {
+            "pid": pid,
+            "returncode": os.waitstatus_to_exitcode(status),
+            "cpu_s": usage.ru_utime + usage.ru_stime,
+            "max_rss_kb": usage.ru_maxrss,
+            "quota_exceeded": None if out is None else out.finish(),  # on the disk before the reply
+        }
         waiting = self.waiters.pop(pid, [])
         if not waiting:
             self.exits[pid] = exited
         for req_id in waiting:
-            self.reply(exited.model_copy(update={"req_id": req_id}))
+            self.reply("exited", req_id=req_id, **exited)
 
     def wait(self, request: Wait) -> None:
         if request.pid in self.exits:
-            exited = self.exits.pop(request.pid)
-            self.reply(exited.model_copy(update={"req_id": request.req_id}))
+            self.reply("exited", req_id=request.req_id, **self.exits.pop(request.pid))
         elif request.pid in self.pidfds:
             self.waiters.setdefault(request.pid, []).append(request.req_id)
         else:
-            self.reply(Failed(req_id=request.req_id, message=f"no child {request.pid} to wait for"))
+            self.reply(
+                "failed", req_id=request.req_id, message=f"no child {request.pid} to wait for"
+            )
 
     def kill(self, request: Kill) -> None:
         pidfd = self.pidfds.get(request.pid)
@@ -303,7 +289,7 @@ class _Server:
                 delivered = True
             except ProcessLookupError:
                 delivered = False
-        self.reply(Signalled(req_id=request.req_id, delivered=delivered))
+        self.reply("signalled", req_id=request.req_id, delivered=delivered)
 
     def shutdown(self) -> None:
         for pidfd in self.pidfds.values():

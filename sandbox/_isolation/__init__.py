@@ -61,7 +61,6 @@ single layers, and the security suite's "OS layers off" mode) is skipped with th
 :func:`probe_layers` answers, for ``scriptbridge doctor``, which layers this machine can apply.
 """
 
-from ..protocol import ChildLimits as ChildLimits
 from ._apply import OS_LAYERS as OS_LAYERS
 from ._apply import IsolationReport as IsolationReport
 from ._apply import apply_isolation as apply_isolation
@@ -88,7 +87,6 @@ __all__ = [
     "DENIED_SYSCALLS",
     "OS_LAYERS",
     "ChildIds",
-    "ChildLimits",
     "IsolationError",
     "IsolationReport",
     "LayerProbe",

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from .._wire import SkippedLayer
-from ..protocol import ChildLimits, Layer
+from .._zygote_wire import ChildLimits
+from ..protocol import Layer
 from ._landlock import Landlock, landlock_abi, workspace_rules
 from ._libc import CLONE_NEWNET, os_error, set_no_new_privs, setns, unshare
 from ._process import apply_rlimits, drop_uid, hygiene, watch_parent

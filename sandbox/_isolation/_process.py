@@ -20,7 +20,7 @@ import signal
 from collections.abc import Collection, Sequence
 from typing import Final
 
-from ..protocol import ChildLimits
+from .._zygote_wire import ChildLimits
 from ._libc import (
     CLONE_NEWNET,
     CLONE_NEWPID,

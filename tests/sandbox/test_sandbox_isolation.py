@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import BlockingChannel, SpawnedChild, ZygoteProcess
-from sandbox._isolation import OS_LAYERS, ChildLimits
+from sandbox._isolation import OS_LAYERS
 from sandbox._isolation._probe import probe_layers
 from sandbox._isolation._process import CHILD_ID_BASE, CHILD_ID_SLOTS, ChildIds
 from sandbox._isolation._seccomp import (
@@ -37,7 +37,7 @@ from sandbox._isolation._seccomp import (
     build_seccomp_filter,
     seccomp_template,
 )
-from sandbox.protocol import LAYER_NAMES, Ready
+from sandbox.protocol import LAYER_NAMES, ChildLimits, Ready
 from sandbox.testing import RunRecord
 
 Run = Callable[..., RunRecord]

@@ -1,5 +1,6 @@
-"""The child's messages (:mod:`sandbox._wire`) against the protocol's models, which the host
-validates with: the same fields and defaults, and bodies each side reads as the other meant."""
+"""The child's messages (:mod:`sandbox._wire`) and the zygote's requests
+(:mod:`sandbox._zygote_wire`) against the protocol's models, which the host validates with: the
+same fields, bounds and defaults, and bodies each side reads as the other meant."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from typing import Any
 
 import msgpack
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from sandbox import _wire, protocol
-from sandbox.protocol import encode_frame, parse_child_message
+from sandbox._zygote_wire import LIMIT_BOUNDS, ChildLimits, read_request
+from sandbox.protocol import ZygoteError, _zygote_messages, encode_frame, parse_child_message
 
 PAIRS = [
     (getattr(_wire, name), getattr(protocol, name))
@@ -133,3 +135,88 @@ def test_the_child_refuses_what_is_no_host_message(body: Any) -> None:
     """An unknown op, a missing field or an unknown one is a ``ProtocolError``."""
     with pytest.raises(protocol.ProtocolError):
         _wire.read_host_message(msgpack.packb(body))
+
+
+def bounds_of(info: Any) -> tuple[float | None, float | None, bool]:
+    """A model field's lowest and highest value, and whether the lowest is allowed."""
+    low: float | None = None
+    high: float | None = None
+    low_allowed = True
+    for item in info.metadata:
+        if getattr(item, "gt", None) is not None:
+            low, low_allowed = item.gt, False
+        if getattr(item, "ge", None) is not None:
+            low = item.ge
+        if getattr(item, "le", None) is not None:
+            high = item.le
+    return low, high, low_allowed
+
+
+def test_the_zygotes_limits_have_the_models_bounds_and_defaults() -> None:
+    """The OS limits the zygote checks by hand are the model's: same names, types, bounds and
+    defaults."""
+    model = protocol.ChildLimits.model_fields
+    assert set(LIMIT_BOUNDS) == set(model)
+    for name, (kind, low, high, low_allowed, default) in LIMIT_BOUNDS.items():
+        assert model[name].annotation is kind, name
+        assert bounds_of(model[name]) == (low, high, low_allowed), name
+        assert model[name].default == default, name
+    assert defaults_of(ChildLimits) == fields_of(protocol.ChildLimits)
+
+
+def spawn(**changes: Any) -> dict[str, Any]:
+    body = msgpack.unpackb(protocol.encode_request("spawn", 1, workspace="/w"))
+    for key, value in changes.items():
+        if key.startswith("limits."):
+            body["limits"][key.split(".", 1)[1]] = value
+        else:
+            body[key] = value
+    return body
+
+
+REQUESTS = [
+    msgpack.unpackb(protocol.encode_request("spawn", 3, workspace="/w", disable=["seccomp"])),
+    msgpack.unpackb(protocol.encode_request("wait", 4, pid=10)),
+    msgpack.unpackb(protocol.encode_request("kill", 5, pid=10, sig=15)),
+    {"op": "kill", "req_id": 1, "pid": 3},
+    {"op": "spawn", "req_id": 1, "workspace": "/w", "limits": {}},
+    spawn(**{"limits.cpu_s": 2}),
+    spawn(**{"limits.cpu_s": 0.0}),
+    spawn(**{"limits.cpu_s": 86_400.5}),
+    spawn(**{"limits.cpu_s": "1"}),
+    spawn(**{"limits.memory_mb": 15}),
+    spawn(**{"limits.memory_mb": 16}),
+    spawn(**{"limits.memory_mb": True}),
+    spawn(**{"limits.memory_mb": 16.0}),
+    spawn(**{"limits.max_open_files": 65_537}),
+    spawn(**{"limits.max_out_files": -1}),
+    spawn(**{"limits.surprise": 1}),
+    spawn(req_id=0),
+    spawn(workspace=""),
+    spawn(workspace="x" * 4097),
+    spawn(disable=["nope"]),
+    spawn(disable="seccomp"),
+    spawn(extra=1),
+    {"op": "spawn", "req_id": 1, "limits": {}},
+    {"op": "wait", "req_id": 1, "pid": "1"},
+    {"op": "kill", "req_id": 1, "pid": 1, "signal": 65},
+    {"op": "kill", "req_id": 1, "pid": 1, "signal": 0},
+    {"op": "fork", "req_id": 1},
+    [1],
+]
+
+
+@pytest.mark.parametrize("body", REQUESTS)
+def test_the_zygote_takes_the_requests_the_models_take(body: Any) -> None:
+    """A request the zygote reads by hand is one the models accept, and it refuses the rest,
+    with the same fields."""
+    try:
+        expected = _zygote_messages.REQUESTS.validate_python(body)
+    except ValidationError:
+        with pytest.raises(ZygoteError):
+            read_request(msgpack.packb(body))
+        return
+    got = read_request(msgpack.packb(body))
+    dumped = expected.model_dump(mode="python")
+    dumped.pop("op")
+    assert dataclasses.asdict(got) == dumped

@@ -39,6 +39,13 @@ def test_zygote_has_an_empty_environment(zygote: ZygoteProcess) -> None:
         assert environ.read() == b""
 
 
+def test_the_zygote_and_its_children_never_load_pydantic(zygote: ZygoteProcess) -> None:
+    """Nothing of pydantic is mapped into the zygote (so into no child it forks): the host
+    validates what a child sends, and the child side holds plain classes."""
+    with open(f"/proc/{zygote.pid}/maps") as maps:
+        assert "pydantic" not in maps.read()
+
+
 def test_zygote_holds_no_extra_handles(zygote: ZygoteProcess) -> None:
     """Besides fds 0-2, the zygote holds only its socket, its epoll fd, child pidfds, the
     Python installation's directories (named in each child's landlock rules) and, as root, its
