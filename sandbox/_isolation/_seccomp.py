@@ -201,7 +201,8 @@ def build_seccomp_filter(arch: str, own_pid: int) -> list[tuple[int, int, int, i
 
     The program checks the arch, then the call's number against each rule in turn; a rule
     that matches ends in a return of its own right after its check (so every jump is short,
-    however many rules there are), and a call no rule names is allowed. The args' checks read
+    however many rules there are), but for the calls denied outright, which all jump to one
+    ``EPERM`` after the last of them; a call no rule names is allowed. The args' checks read
     the low 32 bits only: every argument checked is an ``int`` (a pid, a clock id, a command)
     that the kernel truncates to them. It is assembled once per arch (the zygote does it
     before it forks) and only ``own_pid`` filled in per call.
@@ -282,9 +283,12 @@ def _assembled(arch: str) -> tuple[tuple[int, int, int, int], ...]:
             _load_arg(1), *((_BPF_JEQ, command, "no", None) for command in commands), allow,
             "no", deny,
         )  # fmt: skip
-    for name, on_each_arch in _SYSCALLS.items():
-        rule(name, on_each_arch[column], deny)
-    program.append(allow)
+    # The calls denied outright share one return: one comparison each, all of them jumping to
+    # the same EPERM right after the last (so every jump stays short).
+    for on_each_arch in _SYSCALLS.values():
+        if on_each_arch[column] is not None:
+            program.append((_BPF_JEQ, on_each_arch[column], "denied", None))
+    program += [allow, "denied", deny]
 
     labels: dict[str, int] = {}
     instructions: list[_Instruction] = []
