@@ -64,13 +64,25 @@ class _Wire:
             body["op"] = self.op
         if self.kind is not None:
             body["kind"] = self.kind
-        for item in dataclasses.fields(self):  # type: ignore[arg-type]
-            body[item.name] = _body(getattr(self, item.name))
+        for name in _field_names(type(self)):
+            body[name] = _body(getattr(self, name))
         return body
 
     def model_copy(self: _W, *, update: dict[str, Any]) -> _W:
         """A copy with the fields of ``update`` replaced (as a pydantic model's)."""
         return dataclasses.replace(self, **update)  # type: ignore[type-var]
+
+
+_FIELD_NAMES: Final[dict[type, tuple[str, ...]]] = {}
+
+
+def _field_names(kind: type) -> tuple[str, ...]:
+    """The fields of message class ``kind``, in order (read once per class: the zygote's
+    warm-up reads those of the messages a run sends, before any fork)."""
+    names = _FIELD_NAMES.get(kind)
+    if names is None:
+        names = _FIELD_NAMES[kind] = tuple(item.name for item in dataclasses.fields(kind))
+    return names
 
 
 def _body(value: Any) -> Any:

@@ -51,6 +51,7 @@ from ._isolation import (
     PidNamespaces,
     address_space_now,
     apply_isolation,
+    fill_seccomp,
     open_python_paths,
     seccomp_arch,
     seccomp_template,
@@ -337,5 +338,6 @@ def main(fd: int) -> None:
     _warm.warm_up()
     if (arch := seccomp_arch()) is not None:
         seccomp_template(arch)  # made once, here, for every child
+        fill_seccomp(arch, 1)  # and ready for each child in a PID namespace of its own
     _Server(sock, mounts).run()
     sys.exit(0)

@@ -78,6 +78,7 @@ from ._process import PidNamespaces as PidNamespaces
 from ._process import address_space_now as address_space_now
 from ._seccomp import DENIED_SYSCALLS as DENIED_SYSCALLS
 from ._seccomp import build_seccomp_filter as build_seccomp_filter
+from ._seccomp import fill_seccomp as fill_seccomp
 from ._seccomp import seccomp_arch as seccomp_arch
 from ._seccomp import seccomp_template as seccomp_template
 
@@ -95,6 +96,7 @@ __all__ = [
     "address_space_now",
     "apply_isolation",
     "build_seccomp_filter",
+    "fill_seccomp",
     "landlock_abi",
     "open_python_paths",
     "probe_layers",

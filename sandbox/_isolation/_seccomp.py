@@ -20,6 +20,7 @@ from ._libc import CLONE_THREAD, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, check, prc
 __all__ = [
     "DENIED_SYSCALLS",
     "build_seccomp_filter",
+    "fill_seccomp",
     "install_seccomp",
     "seccomp_arch",
     "seccomp_template",
@@ -286,8 +287,8 @@ def _assembled(arch: str) -> tuple[tuple[int, int, int, int], ...]:
     # The calls denied outright share one return: one comparison each, all of them jumping to
     # the same EPERM right after the last (so every jump stays short).
     for on_each_arch in _SYSCALLS.values():
-        if on_each_arch[column] is not None:
-            program.append((_BPF_JEQ, on_each_arch[column], "denied", None))
+        if (number := on_each_arch[column]) is not None:
+            program.append((_BPF_JEQ, number, "denied", None))
     program += [allow, "denied", deny]
 
     labels: dict[str, int] = {}
@@ -328,12 +329,26 @@ def seccomp_template(arch: str) -> tuple[ctypes.Array[_SockFilter], tuple[int, .
     return array, tuple(i for i, (*_, k) in enumerate(instructions) if k == _OWN_PID)
 
 
-def install_seccomp(arch: str) -> None:
+@functools.cache
+def _filled(arch: str, own_pid: int) -> tuple[ctypes.Array[_SockFilter], _SockFprog]:
+    """The program for ``arch`` with ``own_pid`` filled in, and its ``sock_fprog`` (which
+    points into it) for ``prctl``."""
     template, own_pid_at = seccomp_template(arch)
     array = type(template).from_buffer_copy(template)
     for index in own_pid_at:
-        array[index].k = os.getpid()
-    program = _SockFprog(len(array), array)
+        array[index].k = own_pid
+    return array, _SockFprog(len(array), array)
+
+
+def fill_seccomp(arch: str, own_pid: int) -> None:
+    """Make the program of a child whose own pid will be ``own_pid`` ahead (the zygote does,
+    for the pid 1 of a child in a PID namespace of its own): :func:`install_seccomp` then
+    only installs it."""
+    _filled(arch, own_pid)
+
+
+def install_seccomp(arch: str) -> None:
+    _, program = _filled(arch, os.getpid())
     check(
         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(program), 0, 0),
         "prctl(PR_SET_SECCOMP)",
