@@ -256,8 +256,11 @@ def hygiene(workspace: str, keep_fds: Sequence[int]) -> list[int]:
 
 def address_space_now() -> int:
     """This process's address space in bytes (``/proc/self/statm``)."""
-    with open("/proc/self/statm", "rb") as statm:
-        pages = int(statm.read().split()[0])
+    fd = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        pages = int(os.read(fd, 4096).split()[0])
+    finally:
+        os.close(fd)
     return pages * os.sysconf("SC_PAGE_SIZE")
 
 
