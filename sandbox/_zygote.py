@@ -9,8 +9,8 @@ namespace of its own: :class:`~sandbox._isolation.PidNamespaces`), and the child
 (:func:`sandbox._isolation.apply_isolation`), says ``ready``, primes itself while no ``start``
 is waiting (:func:`sandbox._warm.prime`: the pages a run touches are copied while a spare
 waits, not between ``start`` and ``done``) and serves exactly one script
-(:func:`sandbox._runtime.serve`); it exits right after its last
-message, before anything of the script's is released, so no script code runs after ``done``.
+(:func:`sandbox._runtime.serve`); it exits right after its last message, before anything of the
+script's is released, so no script code runs after ``done``.
 The zygote sets malloc to keep and reuse freed memory (:func:`_keep_freed_memory`), for itself
 and every child. The zygote reaps every child (through a pidfd each) and reports its exit status
 and resource use on ``wait``. No child ever runs a second script, and a child never returns
@@ -22,9 +22,13 @@ held until it is reaped.
 
 Every request is validated before it is acted on (:func:`sandbox._zygote_wire.read_request`,
 against the bounds of the host's models; the zygote never loads pydantic); a malformed one is
-dropped. When the
-requester's end of the socket closes, the zygote kills every child it still has, reaps them and
-exits; children also get ``SIGKILL`` if the zygote dies.
+dropped. When the requester's end of the socket closes, the zygote kills every child it still
+has, reaps them and exits; children also get ``SIGKILL`` if the zygote dies.
+
+Work each child needs that can be done before its fork is: the seccomp program (built once, and
+filled in for a child that is pid 1 of its own PID namespace), landlock's Python directories
+(opened once), the address-space baseline of its memory limit (read before each fork), and its
+network namespace (made between requests, :class:`~sandbox._isolation.NetNamespaces`).
 
 This module is the fork server only: the host's side (the client, starting the process, a
 child's channel) is :mod:`sandbox._launcher`, which this module never imports.
