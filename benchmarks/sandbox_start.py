@@ -9,7 +9,9 @@ script and a warm zygote:
 - the same-run floor: ``os.fork()`` + ``os._exit(0)`` + ``waitpid`` from this process, and the
   ratio of the two p50s;
 - the USS (Private_Clean + Private_Dirty of ``/proc/PID/smaps_rollup``) of an isolated child
-  idling before its script, beside the USS of a bare forked child of this process.
+  idling before its script (once it is blocked waiting for ``start``: a child primes itself
+  after ``ready`` while none is waiting), beside the USS of a bare forked child of this
+  process.
 """
 
 from __future__ import annotations
@@ -45,6 +47,18 @@ def uss_kib(pid: int) -> int:
             if line.startswith(("Private_Clean:", "Private_Dirty:")):
                 total += int(line.split()[1])
     return total
+
+
+def wait_idle(pid: int, timeout: float = 5.0) -> None:
+    """Wait until ``pid`` sleeps (``S`` in ``/proc/PID/stat``): a child that said ``ready``
+    sleeps only once it waits for ``start``, its priming done."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/stat") as stat:
+            if stat.read().rsplit(")", 1)[1].split()[0] == "S":
+                return
+        time.sleep(0.0005)
+    raise TimeoutError(f"child {pid} did not go idle within {timeout} s")
 
 
 def fork_floor(runs: int) -> list[float]:
@@ -117,6 +131,7 @@ def measure(workspace: Path, runs: int) -> None:
             try:
                 message = BlockingChannel(child.from_child, child.to_child).receive_child()
                 assert isinstance(message, Ready)
+                wait_idle(child.pid)
                 usses.append(uss_kib(child.pid))
             finally:
                 os.close(child.to_child)

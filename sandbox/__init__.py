@@ -6,8 +6,9 @@ Re-exported here is what the host uses besides the protocol: the launcher of the
 client, the OS limits of a child, frame I/O on raw fds, and the layer probe for
 ``scriptbridge doctor``.
 
-The launcher (:mod:`sandbox._launcher`) runs in the host only. Its names are loaded on first
-use, so the fork server and its children, which import this package too, never load it.
+The launcher (:mod:`sandbox._launcher`) runs in the host only. Its names, and the protocol's
+models (``ChildLimits``), are loaded on first use, so the fork server and its children, which
+import this package too, load neither (nor pydantic).
 """
 
 import typing
@@ -18,7 +19,6 @@ from ._isolation import OS_LAYERS as OS_LAYERS
 from ._isolation import LayerProbe as LayerProbe
 from ._isolation import probe_layers as probe_layers
 from .protocol import ChildExit as ChildExit
-from .protocol import ChildLimits as ChildLimits
 from .protocol import ZygoteError as ZygoteError
 
 if typing.TYPE_CHECKING:
@@ -27,6 +27,7 @@ if typing.TYPE_CHECKING:
     from ._launcher import ZygoteClient as ZygoteClient
     from ._launcher import ZygoteProcess as ZygoteProcess
     from ._launcher import open_channel as open_channel
+    from .protocol import ChildLimits as ChildLimits
 
 __all__ = [
     "OS_LAYERS",
@@ -50,14 +51,20 @@ _LAUNCHER_NAMES = frozenset(
 
 
 def __getattr__(name: str) -> object:
-    """The launcher's names, imported from :mod:`sandbox._launcher` on first use."""
+    """The launcher's names, imported from :mod:`sandbox._launcher` on first use, and
+    ``ChildLimits`` (a model of the protocol's, loaded on first use too)."""
     if name in _LAUNCHER_NAMES:
         from . import _launcher
 
         return getattr(_launcher, name)
+    if name == "ChildLimits":
+        from . import protocol
+
+        return protocol.ChildLimits
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    """This module's names, the launcher's among them (before they are first used, too)."""
-    return sorted(set(globals()) | _LAUNCHER_NAMES)
+    """This module's names, the launcher's and ``ChildLimits`` among them (before they are
+    first used, too)."""
+    return sorted(set(globals()) | _LAUNCHER_NAMES | {"ChildLimits"})

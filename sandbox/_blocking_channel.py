@@ -3,27 +3,23 @@
 :func:`write_parts` writes an encoded frame to an fd with one ``os.writev`` (the host's trio
 channel uses it on a non-blocking pipe, resuming where it stopped); :class:`BlockingChannel`
 sends and receives whole messages over two fds, blocking (the child side, and the small
-blocking hosts of :mod:`sandbox.testing`, the tests and the benchmarks).
+blocking hosts of :mod:`sandbox.testing`, the tests and the benchmarks). The child reads host
+messages as :mod:`sandbox._wire` holds them; a host reads a child's validated by the protocol's
+models (loaded on first use: the child never loads them).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from typing import Final
+import select
+from typing import TYPE_CHECKING, Any, Final
 
-from pydantic import BaseModel
+from ._wire import HostMessage, read_host_message
+from .protocol._framing import DEFAULT_FRAME_LIMIT, FrameDecoder, ProtocolError, encode_parts
 
-from .protocol import (
-    DEFAULT_FRAME_LIMIT,
-    ChildMessage,
-    FrameDecoder,
-    HostMessage,
-    ProtocolError,
-    encode_parts,
-    parse_child_message,
-    parse_host_message,
-)
+if TYPE_CHECKING:
+    from .protocol import ChildMessage
 
 __all__ = ["BlockingChannel", "write_parts"]
 
@@ -65,8 +61,9 @@ class BlockingChannel:
     def limit(self, value: int) -> None:
         self._decoder.limit = value
 
-    def send(self, message: BaseModel) -> None:
-        """Write ``message`` as one frame; returns once every byte is written.
+    def send(self, message: Any) -> None:
+        """Write ``message`` (a protocol model, a :mod:`sandbox._wire` message or a body) as
+        one frame; returns once every byte is written.
 
         Raises:
             ProtocolError: the message cannot be encoded within the limit (nothing written).
@@ -77,6 +74,14 @@ class BlockingChannel:
         total, written = len(parts[0]) + len(parts[1]), 0
         while written < total:
             written = write_parts(self.write_fd, parts, written)
+
+    def waiting(self) -> bool:
+        """Whether a message (or part of one, or the end of the stream) can be read without
+        blocking."""
+        if self._ready:
+            return True
+        readable, _, _ = select.select([self.read_fd], [], [], 0)
+        return bool(readable)
 
     def read_body(self) -> bytes | None:
         """Block until one whole frame arrives and return its body; ``None`` at a clean EOF.
@@ -97,13 +102,16 @@ class BlockingChannel:
         return self._ready.pop(0)
 
     def receive_host(self) -> HostMessage | None:
-        """Read and validate one host message; ``None`` at a clean EOF (see :meth:`read_body`)."""
+        """Read one host message (:func:`sandbox._wire.read_host_message`); ``None`` at a clean
+        EOF (see :meth:`read_body`)."""
         body = self.read_body()
-        return None if body is None else parse_host_message(body)
+        return None if body is None else read_host_message(body)
 
     def receive_child(self) -> ChildMessage | None:
         """Read and validate one child message; ``None`` at a clean EOF (see
         :meth:`read_body`)."""
+        from .protocol import parse_child_message  # the host's: the child never calls this
+
         body = self.read_body()
         return None if body is None else parse_child_message(body)
 

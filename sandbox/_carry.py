@@ -36,11 +36,10 @@ from ._compile import SCRIPT_FILENAME, compile_script
 from ._guards import ModuleProxy
 from ._session import HostGone, Session
 from ._values import NotPlainError, to_plain
+from ._wire import Carry, CarryIn
 from .protocol import (
     CARRY_MAX_DEFINITIONS,
     CARRY_MAX_NAMES,
-    Carry,
-    CarryIn,
     ProtocolError,
     carry_bytes,
 )
@@ -227,7 +226,7 @@ def carry_out(carried: Carried, source: str) -> Carry:
         used += size
     dropped.extend(name for name in carried.failed if name not in namespace)
     names = list(dict.fromkeys(dropped))[:CARRY_MAX_NAMES]
-    return Carry.model_construct(
+    return Carry(
         globals=values, definitions=[definition.source for definition in kept], dropped=names
     )
 

@@ -21,9 +21,7 @@ from RestrictedPython.compile import compile_restricted_eval, compile_restricted
 from RestrictedPython.transformer import RestrictingNodeTransformer
 
 from ._values import MESSAGE_CHARS, cut, describe
-from .protocol import (
-    RunError,
-)
+from ._wire import RunError
 
 __all__ = ["SCRIPT_FILENAME", "compile_script", "script_line"]
 

@@ -234,8 +234,9 @@ class OutMount:
         return cls(disk, mount, max_bytes, max_files)
 
     def forget(self) -> None:
-        """Close both fds and leave the mount as it is (in a forked child, which must hold
-        neither: the disk fd would let it write past the tmpfs). Never raises."""
+        """Close both fds and leave the mount as it is. Never raises. (A forked child holds
+        neither once its hygiene closed every fd it inherited: the disk fd would let it write
+        past the tmpfs.)"""
         for fd in (self.disk, self.mount):
             with contextlib.suppress(OSError):
                 os.close(fd)

@@ -25,16 +25,8 @@ from ._compile import compile_script, script_line
 from ._dialect import ScriptReturn
 from ._session import HostGone, LimitExceeded, Session
 from ._values import cut, describe
-from .protocol import (
-    LAYER_NAMES,
-    PROTOCOL_VERSION,
-    Layer,
-    ProtocolError,
-    Ready,
-    RunError,
-    SkippedLayer,
-    Start,
-)
+from ._wire import Ready, RunError, SkippedLayer, Start
+from .protocol import LAYER_NAMES, PROTOCOL_VERSION, Layer, ProtocolError
 
 __all__ = ["run", "serve"]
 
@@ -95,6 +87,7 @@ def serve(
     skipped: Sequence[SkippedLayer],
     restricted: bool,
     end: Callable[[int], NoReturn] | None = None,
+    idle: Callable[[], None] | None = None,
 ) -> int:
     """Run one child's conversation to the end and return its exit status.
 
@@ -111,6 +104,10 @@ def serve(
 
     ``ready`` gives ``pid`` (the pid the host knows this child by), or ``os.getpid()`` when it
     is not given; a child in a PID namespace of its own is pid 1 there.
+
+    ``idle`` (the child passes its priming, :func:`sandbox._warm.prime`) is called once
+    ``ready`` is sent, if no byte of ``start`` is waiting yet: work that makes the run faster,
+    done while the child would wait, and skipped when the host is already waiting on it.
     """
     layers = set(applied) | ({"restricted-python"} if restricted else set())
     missing = [] if restricted else [SkippedLayer(layer="restricted-python", reason="disabled")]
@@ -122,6 +119,8 @@ def serve(
     )
     try:
         channel.send(ready)
+        if idle is not None and not channel.waiting():
+            idle()
         start = channel.receive_host()
     except ProtocolError:
         return 2

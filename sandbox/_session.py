@@ -37,7 +37,7 @@ from . import _dialect, _files, _guards
 from ._blocking_channel import BlockingChannel
 from ._endings import Ending
 from ._values import NotPlainError, cut, exact_list, exact_str, to_plain, well_formed
-from .protocol import (
+from ._wire import (
     CallFailed,
     CallTool,
     CallTools,
@@ -45,7 +45,6 @@ from .protocol import (
     Fetch,
     FetchResult,
     Output,
-    ProtocolError,
     RunError,
     RunLimits,
     Start,
@@ -53,8 +52,8 @@ from .protocol import (
     ToolFailed,
     ToolResult,
     ToolResults,
-    encode_frame,
 )
+from .protocol import ProtocolError, encode_frame
 
 __all__ = [
     "HostGone",

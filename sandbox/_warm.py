@@ -1,9 +1,10 @@
-"""Warm-up: the zygote exercises a whole run before it forks, and each child again before
-``ready``, so a run does neither the imports nor the page copies it would otherwise do.
+"""Warm-up: the zygote exercises a whole run before it forks, and each child again while it
+waits for ``start``, so a run does neither the imports nor the page copies it would otherwise do.
 
 :func:`warm_up` (in the zygote, before any fork) runs one complete conversation in-process with
-canned host replies; :func:`prime` (in a fresh child) goes once through what every run does,
-without I/O. Neither raises, and nothing of either is visible to a run's script.
+canned host replies; :func:`prime` (in a child that said ``ready`` and has no ``start`` waiting
+yet: :func:`sandbox._runtime.serve`'s ``idle``) goes once through what every run does, without
+I/O. Neither raises, and nothing of either is visible to a run's script.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from ._blocking_channel import BlockingChannel
 from ._compile import compile_script
 from ._runtime import run, serve
 from ._session import Session
-from .protocol import (
+from ._wire import (
     CallOk,
     Done,
     FetchResult,
@@ -25,9 +26,9 @@ from .protocol import (
     ToolFailed,
     ToolResult,
     ToolResults,
-    encode_frame,
-    parse_host_message,
+    read_host_message,
 )
+from .protocol._framing import encode_frame, unpack_body
 
 __all__ = ["prime", "prime_run", "warm_up"]
 
@@ -37,13 +38,14 @@ _PRIME_SCRIPT: Final = (
 
 
 def prime() -> None:
-    """Go once through what every run does, without I/O, in a child before it says ``ready``.
+    """Go once through what every run does, without I/O, in a child waiting for ``start``.
 
     A forked child's first touch of each page it shares with the zygote copies that page; a
     run then pays for hundreds of such copies between ``start`` and ``done``. Parsing a
     ``start``, compiling and running a tiny script in its own throwaway globals, and encoding a
     ``done`` here copies most of those pages while the child is still a spare, off the
-    request path. Trusted code only; nothing of it is visible to the run's script (its globals
+    request path (a child whose ``start`` is already there skips it: its run copies only the
+    pages it needs). Trusted code only; nothing of it is visible to the run's script (its globals
     are built afresh). Never raises: priming is only an optimisation (:func:`prime_run` is
     the same pass, raising).
     """
@@ -54,7 +56,7 @@ def prime() -> None:
 def prime_run() -> bytes:
     """:func:`prime`'s pass; returns the ``done`` frame it encoded. Raises whatever the pass
     raised (a run that failed raises ``RuntimeError``)."""
-    start = parse_host_message(encode_frame(Start(source=_PRIME_SCRIPT))[4:])
+    start = read_host_message(encode_frame(Start(source=_PRIME_SCRIPT))[4:])
     assert isinstance(start, Start)
     session = Session(BlockingChannel(-1, -1), start)
     outcome = run(session, start.source, restricted=True)
@@ -141,11 +143,11 @@ def warm_up() -> None:
         child_write = -1
         received = BlockingChannel(host_read, host_read)
         last: object = None
-        while (received_message := received.receive_child()) is not None:
-            last = received_message
+        while (body := received.read_body()) is not None:
+            last = unpack_body(body)  # what the child sent, as the map it is (no validation)
         compile_script("x = (", restricted=True)
         compile_script("x._y", restricted=True)
-        if status != 0 or not isinstance(last, Done):
+        if status != 0 or not isinstance(last, dict) or last.get("op") != Done.op:
             print(f"sandbox warm-up ended with {status}: {last!r}", file=sys.stderr)
     except Exception as exc:  # pragma: no cover - only a broken installation gets here
         print(f"sandbox warm-up failed: {exc!r}", file=sys.stderr)

@@ -1,15 +1,16 @@
 """The zygote: a warm fork server that makes one fresh sandbox child per script.
 
 One long-lived process (started by :meth:`sandbox.ZygoteProcess.start`) has already imported
-and exercised RestrictedPython, msgpack, pydantic, the protocol, the runtime and the allowlisted
-modules (:func:`sandbox._warm.warm_up`). For each ``spawn`` request of the zygote's protocol
-(:mod:`sandbox.protocol._zygote_messages`) it receives the child's ends of its channel over the
-socket (``SCM_RIGHTS``), forks (as root, the child is pid 1 of a PID namespace of its own:
-:class:`~sandbox._isolation.PidNamespaces`), and the child isolates itself
-(:func:`sandbox._isolation.apply_isolation`), primes itself (:func:`sandbox._warm.prime`: the
-pages a run touches are copied before it says ``ready``, not between ``start`` and ``done``) and
-serves exactly one script (:func:`sandbox._runtime.serve`); it exits right after its last
-message, before anything of the script's is released, so no script code runs after ``done``.
+and exercised RestrictedPython, msgpack, the child's side of the protocol, the runtime and the
+allowlisted modules (:func:`sandbox._warm.warm_up`). For each ``spawn`` request of the
+zygote's protocol (:mod:`sandbox.protocol._zygote_messages`) it receives the child's ends of
+its channel over the socket (``SCM_RIGHTS``), forks (as root, the child is pid 1 of a PID
+namespace of its own: :class:`~sandbox._isolation.PidNamespaces`), and the child isolates itself
+(:func:`sandbox._isolation.apply_isolation`), says ``ready``, primes itself while no ``start``
+is waiting (:func:`sandbox._warm.prime`: the pages a run touches are copied while a spare
+waits, not between ``start`` and ``done``) and serves exactly one script
+(:func:`sandbox._runtime.serve`); it exits right after its last message, before anything of the
+script's is released, so no script code runs after ``done``.
 The zygote sets malloc to keep and reuse freed memory (:func:`_keep_freed_memory`), for itself
 and every child. The zygote reaps every child (through a pidfd each) and reports its exit status
 and resource use on ``wait``. No child ever runs a second script, and a child never returns
@@ -19,9 +20,15 @@ disk and unmounts when it reaps the child, before it reports the exit (:mod:`san
 As root, each child also gets a uid and gid of its own (:class:`~sandbox._isolation.ChildIds`),
 held until it is reaped.
 
-Every request is validated before it is acted on; a malformed one is dropped. When the
-requester's end of the socket closes, the zygote kills every child it still has, reaps them and
-exits; children also get ``SIGKILL`` if the zygote dies.
+Every request is validated before it is acted on (:func:`sandbox._zygote_wire.read_request`,
+against the bounds of the host's models; the zygote never loads pydantic); a malformed one is
+dropped. When the requester's end of the socket closes, the zygote kills every child it still
+has, reaps them and exits; children also get ``SIGKILL`` if the zygote dies.
+
+Work each child needs that can be done before its fork is: the seccomp program (built once, and
+filled in for a child that is pid 1 of its own PID namespace), landlock's Python directories
+(opened once), the address-space baseline of its memory limit (read before each fork), and its
+network namespace (made between requests, :class:`~sandbox._isolation.NetNamespaces`).
 
 This module is the fork server only: the host's side (the client, starting the process, a
 child's channel) is :mod:`sandbox._launcher`, which this module never imports.
@@ -37,37 +44,27 @@ import signal
 import socket
 import subprocess  # noqa: F401  (held by every child: see below)
 import sys
-from typing import Final
-
-from pydantic import BaseModel
+from typing import Any, Final
 
 from . import _runtime, _warm
 from ._blocking_channel import BlockingChannel
 from ._isolation import (
     ChildIds,
     IsolationError,
+    NetNamespaces,
     PidNamespaces,
+    address_space_now,
     apply_isolation,
-    python_paths,
+    fill_seccomp,
+    open_python_paths,
     seccomp_arch,
     seccomp_template,
 )
 from ._quota import OutMount, enter_private_mounts
-from .protocol import ProtocolError, RunError, ZygoteError
-from .protocol._zygote_messages import (
-    DATAGRAM,
-    REQUESTS,
-    Exited,
-    Failed,
-    Hello,
-    Kill,
-    Signalled,
-    Spawn,
-    Spawned,
-    Wait,
-    pack,
-    unpack,
-)
+from ._wire import RunError
+from ._zygote_wire import Kill, Spawn, Wait, pack_reply, read_request
+from .protocol import ProtocolError, ZygoteError
+from .protocol._names import DATAGRAM
 
 __all__ = ["main"]
 
@@ -89,20 +86,25 @@ class _Server:
         self.selector = selectors.DefaultSelector()
         self.selector.register(sock, selectors.EVENT_READ, None)
         self.pid_namespaces = PidNamespaces()
+        self.net_namespaces = NetNamespaces()
+        self.net_namespaces.prepare()
+        self.python_dirs = open_python_paths()
         self.child_ids = ChildIds(start=int.from_bytes(os.urandom(2), "little"))
         self.ids: dict[int, int] = {}  # live child pid -> its uid and gid (ChildIds)
         self.pidfds: dict[int, int] = {}  # live child pid -> pidfd
         self.mounts = mounts  # None once in a mount namespace of its own; else why not
         self.outs: dict[int, OutMount] = {}  # live child pid -> the tmpfs on its out/
-        self.exits: dict[int, Exited] = {}  # reaped, not yet waited for (req_id 1 dummy)
+        self.exits: dict[int, dict[str, Any]] = {}  # reaped, not yet waited for: exited's fields
         self.waiters: dict[int, list[int]] = {}  # pid -> req_ids waiting
 
-    def reply(self, message: BaseModel) -> None:
+    def reply(self, op: str, **fields: Any) -> None:
+        """Send the reply ``op`` with ``fields`` (:func:`~sandbox._zygote_wire.pack_reply`; the
+        requester validates every reply)."""
         with contextlib.suppress(OSError):
-            self.sock.send(pack(message))
+            self.sock.send(pack_reply(op, **fields))
 
     def run(self) -> None:
-        self.reply(Hello(pid=self.pid))
+        self.reply("hello", pid=self.pid)
         while True:
             for key, _events in self.selector.select():
                 if key.data is None:
@@ -122,7 +124,7 @@ class _Server:
                 os.close(fd)
             return False
         try:
-            request = unpack(REQUESTS, data)
+            request = read_request(data)
         except ZygoteError:
             for fd in fds:
                 os.close(fd)
@@ -142,7 +144,7 @@ class _Server:
         if len(fds) != 2:
             for fd in fds:
                 os.close(fd)
-            self.reply(Failed(req_id=request.req_id, message="a spawn needs exactly two fds"))
+            self.reply("failed", req_id=request.req_id, message="a spawn needs exactly two fds")
             return
         out, unmounted = self.mount_out(request)
         try:
@@ -152,36 +154,41 @@ class _Server:
                 os.close(fd)
             if out is not None:
                 out.finish()
-            self.reply(Failed(req_id=request.req_id, message=str(exc)))
+            self.reply("failed", req_id=request.req_id, message=str(exc))
             return
+        netns = self.net_namespaces.take(request.disable)
+        address_space = address_space_now()
         pid_namespace = self.pid_namespaces.enter(request.disable)
         try:
             pid = os.fork()
         except OSError as exc:
             self.pid_namespaces.leave()
             self.child_ids.release(child_id)
-            for fd in fds:
+            for fd in [*fds, *([] if netns is None else [netns])]:
                 os.close(fd)
             if out is not None:
                 out.finish()
-            self.reply(Failed(req_id=request.req_id, message=f"fork failed: {exc}"))
+            self.reply("failed", req_id=request.req_id, message=f"fork failed: {exc}")
             return
         if pid == 0:  # pragma: no cover - the child; coverage can't follow it
             status = 70
             try:
-                status = self.child(request, fds, out, unmounted, pid_namespace, child_id)
+                status = self.child(
+                    request, fds, out, unmounted, pid_namespace, child_id, netns, address_space
+                )
             finally:
                 os._exit(status)
         self.pid_namespaces.leave()  # if this raises, the zygote exits: its children die too
         self.ids[pid] = child_id
-        for fd in fds:
+        for fd in [*fds, *([] if netns is None else [netns])]:
             os.close(fd)
         if out is not None:
             self.outs[pid] = out
         pidfd = os.pidfd_open(pid)
         self.pidfds[pid] = pidfd
         self.selector.register(pidfd, selectors.EVENT_READ, pid)
-        self.reply(Spawned(req_id=request.req_id, pid=pid))
+        self.reply("spawned", req_id=request.req_id, pid=pid)
+        self.net_namespaces.prepare()  # the next child's, while this one isolates itself
 
     def mount_out(self, request: Spawn) -> tuple[OutMount | None, str | None]:
         """The tmpfs for the child of ``request`` (the ``quota`` layer), or why there is none."""
@@ -207,15 +214,13 @@ class _Server:
         unmounted: str | None,
         pid_namespace: str | None,
         child_id: int,
+        netns: int | None,
+        address_space: int,
     ) -> int:
-        self.selector.close()
-        self.sock.close()
-        for pidfd in self.pidfds.values():
-            os.close(pidfd)
-        self.pidfds.clear()
-        for other in [*self.outs.values(), *([out] if out is not None else [])]:
-            other.forget()  # the mounts stay; the fds (the disk's out/ among them) go
-        self.outs.clear()
+        # Every fd the zygote held (its socket and selector, the pidfds, the out/ mounts' and
+        # the disk's fds) is closed by the hygiene, before anything else; the objects that own
+        # them stay referenced from this frame until the child exits, so none closes an fd
+        # number again.
         try:
             kept, report = apply_isolation(
                 workspace=request.workspace,
@@ -225,6 +230,9 @@ class _Server:
                 pid_namespace=pid_namespace,
                 child_id=child_id,
                 disable=frozenset(request.disable),
+                address_space=address_space,
+                netns_fd=netns,
+                python_dirs=self.python_dirs,
             )
         except IsolationError as exc:
             with contextlib.suppress(OSError, ProtocolError):
@@ -237,7 +245,6 @@ class _Server:
         else:
             report.skip("quota", unmounted)
         channel = BlockingChannel(kept[0], kept[1])
-        _warm.prime()
         return _runtime.serve(
             channel,
             pid=report.pid,
@@ -245,6 +252,7 @@ class _Server:
             skipped=report.skipped,
             restricted="restricted-python" not in request.disable,
             end=os._exit,
+            idle=_warm.prime,
         )
 
     def reap(self, pid: int) -> None:
@@ -254,28 +262,28 @@ class _Server:
         _, status, usage = os.wait4(pid, 0)
         out = self.outs.pop(pid, None)
         self.child_ids.release(self.ids.pop(pid))  # no process holds it any more
-        exited = Exited(
-            req_id=1,
-            pid=pid,
-            returncode=os.waitstatus_to_exitcode(status),
-            cpu_s=usage.ru_utime + usage.ru_stime,
-            max_rss_kb=usage.ru_maxrss,
-            quota_exceeded=None if out is None else out.finish(),  # on the disk before the reply
-        )
+        exited = {
+            "pid": pid,
+            "returncode": os.waitstatus_to_exitcode(status),
+            "cpu_s": usage.ru_utime + usage.ru_stime,
+            "max_rss_kb": usage.ru_maxrss,
+            "quota_exceeded": None if out is None else out.finish(),  # on the disk before the reply
+        }
         waiting = self.waiters.pop(pid, [])
         if not waiting:
             self.exits[pid] = exited
         for req_id in waiting:
-            self.reply(exited.model_copy(update={"req_id": req_id}))
+            self.reply("exited", req_id=req_id, **exited)
 
     def wait(self, request: Wait) -> None:
         if request.pid in self.exits:
-            exited = self.exits.pop(request.pid)
-            self.reply(exited.model_copy(update={"req_id": request.req_id}))
+            self.reply("exited", req_id=request.req_id, **self.exits.pop(request.pid))
         elif request.pid in self.pidfds:
             self.waiters.setdefault(request.pid, []).append(request.req_id)
         else:
-            self.reply(Failed(req_id=request.req_id, message=f"no child {request.pid} to wait for"))
+            self.reply(
+                "failed", req_id=request.req_id, message=f"no child {request.pid} to wait for"
+            )
 
     def kill(self, request: Kill) -> None:
         pidfd = self.pidfds.get(request.pid)
@@ -286,7 +294,7 @@ class _Server:
                 delivered = True
             except ProcessLookupError:
                 delivered = False
-        self.reply(Signalled(req_id=request.req_id, delivered=delivered))
+        self.reply("signalled", req_id=request.req_id, delivered=delivered)
 
     def shutdown(self) -> None:
         for pidfd in self.pidfds.values():
@@ -332,8 +340,8 @@ def main(fd: int) -> None:
     mounts = enter_private_mounts()
     _keep_freed_memory()
     _warm.warm_up()
-    python_paths()
     if (arch := seccomp_arch()) is not None:
         seccomp_template(arch)  # made once, here, for every child
+        fill_seccomp(arch, 1)  # and ready for each child in a PID namespace of its own
     _Server(sock, mounts).run()
     sys.exit(0)

@@ -30,7 +30,7 @@ from ._exceptions import ScriptBridgeError
 from ._limits import Limits
 from ._results import ScriptError
 from ._run_dirs import RunDir, RunDirs
-from ._spares import SparePool
+from ._spares import MAX_SPARES, SparePool
 from ._zygote_link import ZygoteLink
 
 __all__ = ["Child", "Launcher", "ZygoteChild", "ZygoteLauncher", "child_limits", "exit_error"]
@@ -127,9 +127,21 @@ class ZygoteLauncher:
 
     Spares are forked for the bridge's default limits; a run with other limits, or that finds
     no spare, gets a child forked on the spot.
+
+    Args:
+        max_spares: the most spare children held plus being forked at once
+            (:class:`~scriptbridge._spares.SparePool`: their number follows the bursts of runs
+            that came, within this bound); 0 keeps none. Each idle spare is a process of a few
+            MiB.
+
+    Raises:
+        ValueError: ``max_spares`` is negative.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_spares: int = MAX_SPARES) -> None:
+        if max_spares < 0:
+            raise ValueError(f"max_spares must be 0 or more, not {max_spares}")
+        self._max_spares = max_spares
         self._zygote: ZygoteProcess | None = None
         self._link: ZygoteLink | None = None
         self._spares: SparePool | None = None
@@ -141,7 +153,12 @@ class ZygoteLauncher:
         await nursery.start(self._link.serve)
         link = self._link
         self._spares = SparePool(
-            self._fork, dirs, child_limits(limits), limits.max_message_bytes, lambda: link.broken
+            self._fork,
+            dirs,
+            child_limits(limits),
+            limits.max_message_bytes,
+            lambda: link.broken,
+            max_spares=self._max_spares,
         )
         nursery.start_soon(self._spares.keep)
 

@@ -1,22 +1,33 @@
 """Spare children: forked, isolated and ``ready`` ahead of runs, so a run's start skips the fork.
 
-A :class:`SparePool` keeps :data:`SPARE_CHILDREN` children waiting for ``start``, each bound to a
-directory of its own under ``.spares/`` (a child's working directory and landlock rules are fixed
-when it isolates itself) and with its ``ready`` already read and checked. Guarantees:
+A :class:`SparePool` keeps children waiting for ``start``, each bound to a directory of its own
+under ``.spares/`` (a child's working directory and landlock rules are fixed when it isolates
+itself) and with its ``ready`` already read and checked. Guarantees:
 
 - A spare serves at most one run, as every child does, and only a run whose OS limits are the
   ones it was forked with (:meth:`SparePool.take`).
 - A spare that died while waiting is dropped (killed, reaped, its directory removed), never
   handed out.
-- Forking happens in one background task, one child at a time (:meth:`SparePool.keep`); a
-  replacement is forked only when asked (:meth:`SparePool.want`, once a run is finished), so it
-  doesn't compete with a running script for the CPU. A spare that fails to start is logged and
-  the next attempt waits longer, up to :data:`SPARE_RETRY_S`.
+- Spares held plus forks in flight never pass ``max_spares``, the bound the host sets; with
+  ``max_spares=0`` there are none.
+- Up to ``parallel`` spares are forked at once (by default as many as there are CPUs), each in
+  a task of its own (:meth:`SparePool.keep`): the zygote forks without waiting on a child's
+  set-up, so children isolate themselves side by side.
+- The number kept follows demand: it is the most runs that arrived within the time one spare
+  takes to start (measured), over the last :data:`SPARE_MEMORY_S`, and never less than
+  :data:`SPARE_CHILDREN` (nor more than ``max_spares``). So a burst of runs larger than the pool
+  raises it, and the next burst of that size finds a spare for every run; once no burst has come
+  for :data:`SPARE_MEMORY_S`, the spares beyond that are killed, reaped and removed.
+- The pool fills up when asked (:meth:`SparePool.want`, once a run is finished) and as its forks
+  end, never on a take alone, so a running script isn't raced for the CPU by its own
+  replacement. A spare that fails to start is logged and the next attempt waits longer, up to
+  :data:`SPARE_RETRY_S`.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -34,14 +45,20 @@ from ._run_dirs import RunDir, RunDirs
 if TYPE_CHECKING:
     from ._launcher import Child
 
-__all__ = ["READY_TIMEOUT_S", "SPARE_CHILDREN", "SparePool"]
+__all__ = ["MAX_SPARES", "READY_TIMEOUT_S", "SPARE_CHILDREN", "SPARE_MEMORY_S", "SparePool"]
 
 log = logging.getLogger("scriptbridge.supervisor")
 
 READY_TIMEOUT_S: Final = 30.0
 """How long a new child may take to report ``ready``."""
 SPARE_CHILDREN: Final = 2
-"""Children kept forked, isolated and ready ahead of runs."""
+"""Children kept forked, isolated and ready ahead of runs when no burst asks for more."""
+MAX_SPARES: Final = 8
+"""The default bound on spares held plus forks in flight (``max_spares``)."""
+SPARE_MEMORY_S: Final = 30.0
+"""How long a burst of runs keeps the pool at the size it asked for."""
+_FIRST_START_S: Final = 0.02
+"""What a spare's start is taken to cost before one was measured."""
 SPARE_RETRY_S: Final = (0.05, 5.0)
 """The first and the longest pause before forking a spare again after a failure."""
 
@@ -59,7 +76,14 @@ class _Spare:
 class SparePool:
     """Spares forked by ``fork`` for ``limits``, in directories of ``dirs``; their channels read
     frames of at most ``message_limit`` bytes. ``broken()`` says when forking can't work any
-    more (the zygote is gone): then :meth:`keep` stops."""
+    more (the zygote is gone): then :meth:`keep` stops.
+
+    ``max_spares`` bounds spares held plus forks in flight; ``parallel`` bounds forks in flight
+    (by default the CPU count, within ``max_spares``).
+
+    Raises:
+        ValueError: ``max_spares`` is negative or ``parallel`` is below 1.
+    """
 
     def __init__(
         self,
@@ -68,14 +92,28 @@ class SparePool:
         limits: ChildLimits,
         message_limit: int,
         broken: Callable[[], bool],
+        *,
+        max_spares: int = MAX_SPARES,
+        parallel: int | None = None,
     ) -> None:
+        if max_spares < 0:
+            raise ValueError(f"max_spares must be 0 or more, not {max_spares}")
+        if parallel is not None and parallel < 1:
+            raise ValueError(f"parallel must be 1 or more, not {parallel}")
         self._fork = fork
         self._dirs = dirs
         self._limits = limits
         self._message_limit = message_limit
         self._broken = broken
+        self._max = max_spares
+        self._parallel = parallel if parallel is not None else max(1, os.cpu_count() or 1)
         self._spares: deque[_Spare] = deque()
+        self._starting = 0
         self._wanted = trio.Event()
+        self._pause = SPARE_RETRY_S[0]
+        self._start_s = _FIRST_START_S
+        self._arrivals: deque[float] = deque()  # runs that asked, within one start time
+        self._peaks: deque[tuple[float, int]] = deque()  # (when, runs), decreasing runs
 
     def pids(self) -> list[int]:
         """The pids of the spares waiting now, the next one to be taken first."""
@@ -85,10 +123,32 @@ class SparePool:
         """Ask for the pool to be filled up again (a spare may have been taken)."""
         self._wanted.set()
 
+    def target(self) -> int:
+        """How many spares the pool keeps now (the module doc's rule)."""
+        now = trio.current_time()
+        while self._peaks and self._peaks[0][0] + SPARE_MEMORY_S <= now:
+            self._peaks.popleft()
+        peak = self._peaks[0][1] if self._peaks else 0
+        return min(self._max, max(SPARE_CHILDREN, peak))
+
+    def _arrived(self) -> None:
+        """Count a run that asked for a spare into the demand :meth:`target` follows."""
+        now = trio.current_time()
+        self._arrivals.append(now)
+        while self._arrivals[0] < now - self._start_s:
+            self._arrivals.popleft()
+        runs = len(self._arrivals)
+        while self._peaks and self._peaks[-1][1] <= runs:
+            self._peaks.pop()
+        self._peaks.append((now, runs))
+
     async def take(self, limits: ChildLimits, run_dir: RunDir) -> Child | None:
         """A live spare forked with ``limits``, its directory renamed to ``run_dir``; ``None``
         when there is none."""
-        while self._spares and self._spares[0].limits == limits:
+        if limits != self._limits:
+            return None
+        self._arrived()
+        while self._spares:
             spare = self._spares.popleft()
             if not spare.child.exited() and self._dirs.adopt(spare.dir, run_dir):
                 return spare.child
@@ -96,23 +156,49 @@ class SparePool:
         return None
 
     async def keep(self) -> None:
-        """Keep :data:`SPARE_CHILDREN` spares ready until cancelled (a nursery task)."""
-        pause = SPARE_RETRY_S[0]
-        while True:
-            if len(self._spares) >= SPARE_CHILDREN:
+        """Keep :meth:`target` spares ready until cancelled (a nursery task); returns once
+        forking can't work any more."""
+        async with trio.open_nursery() as nursery:
+            while not self._broken():
+                target = self.target()
+                while len(self._spares) > target:
+                    await self._drop(self._spares.pop())  # the newest: the oldest go first
+                if len(self._spares) + self._starting < target and self._starting < min(
+                    self._parallel, self._max
+                ):
+                    self._starting += 1
+                    nursery.start_soon(self._start_one)
+                    continue
                 self._wanted = trio.Event()
-                await self._wanted.wait()
-                continue
+                with trio.move_on_at(self._next_change()):
+                    await self._wanted.wait()
+            nursery.cancel_scope.cancel()
+
+    def _next_change(self) -> float:
+        """When :meth:`target` may next fall (the oldest peak past that still counts)."""
+        if len(self._peaks) and self._peaks[0][1] > SPARE_CHILDREN:
+            return self._peaks[0][0] + SPARE_MEMORY_S
+        return float("inf")
+
+    async def _start_one(self) -> None:
+        """One spare started into the pool (or, failing, logged and paused after)."""
+        try:
+            began = trio.current_time()
             try:
-                self._spares.append(await self._start())
+                spare = await self._start()
             except (ZygoteError, TimeoutError, OSError, ProtocolViolation) as exc:
                 if self._broken():
                     return  # the zygote is gone: runs say so themselves
                 log.warning("couldn't start a spare child: %s", exc)
-                await trio.sleep(pause)
-                pause = min(pause * 2, SPARE_RETRY_S[1])
-            else:
-                pause = SPARE_RETRY_S[0]
+                await trio.sleep(self._pause)
+                self._pause = min(self._pause * 2, SPARE_RETRY_S[1])
+                return
+            self._pause = SPARE_RETRY_S[0]
+            self._start_s = 0.75 * self._start_s + 0.25 * (trio.current_time() - began)
+            self._spares.append(spare)
+        finally:
+            self._starting -= 1
+            self._wanted.set()
 
     async def _start(self) -> _Spare:
         """Fork a child bound to a new directory under ``.spares/`` and read its ``ready``.

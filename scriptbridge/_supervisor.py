@@ -93,9 +93,10 @@ class Bridge:
             (``["127.0.0.1"]`` for a loopback payload server).
         eager_max_bytes: fetch references at most this large in the background as results
             arrive; ``None`` (the default) fetches only on demand.
-        launcher: where runs' children come from (a
-            :class:`~scriptbridge._launcher.Launcher`); by default a zygote with spare
-            children. Tests pass one that hands out hostile children.
+        launcher: where runs' children come from (a :class:`~scriptbridge._launcher.Launcher`);
+            by default a zygote with spare children. Tests pass one that hands out hostile ones.
+        max_spares: the default launcher's bound on spares, forked ahead of runs as bursts ask
+            (0: none; 8 by default); a ``ValueError`` if negative or with a ``launcher``.
 
     An async context manager under trio or asyncio; all it started is stopped and reaped when
     the block exits. Under asyncio (:mod:`scriptbridge._hosting`) its trio side, registry and
@@ -111,7 +112,9 @@ class Bridge:
         *,
         eager_max_bytes: int | None = None,
         launcher: Launcher | None = None,
+        max_spares: int | None = None,
     ) -> None:
+        self.launcher: Launcher = _launcher(launcher, max_spares)
         self.limits = limits or Limits()
         self.workspace = Workspace(workspace)
         self.registry = ReferenceRegistry()
@@ -125,7 +128,6 @@ class Bridge:
             servers=self._servers,
             settled=self._gate.wait_settled,
         )
-        self.launcher: Launcher = launcher if launcher is not None else ZygoteLauncher()
         self._tools = ToolTable()
         self._dirs = RunDirs(self.workspace.root)
         self._runs: dict[str, RunState] = {}
@@ -399,6 +401,15 @@ def _check_server_name(name: str, taken: Mapping[str, object]) -> None:
             f"not a usable server name: {name!r} (1-64 of A-Z a-z 0-9 _ -, "
             "not starting with a digit or -)"
         )
+
+
+def _launcher(launcher: Launcher | None, max_spares: int | None) -> Launcher:
+    """The bridge's launcher: ``launcher``, or the default one with ``max_spares``."""
+    if launcher is not None:
+        if max_spares is not None:
+            raise ValueError("max_spares is the default launcher's: give it to your launcher")
+        return launcher
+    return ZygoteLauncher() if max_spares is None else ZygoteLauncher(max_spares=max_spares)
 
 
 async def _serve(

@@ -43,6 +43,7 @@ class SyncBridge:
         *,
         eager_max_bytes: int | None = None,
         launcher: Launcher | None = None,
+        max_spares: int | None = None,
     ) -> None:
         self.bridge = Bridge(
             workspace,
@@ -50,6 +51,7 @@ class SyncBridge:
             fetch_allow,
             eager_max_bytes=eager_max_bytes,
             launcher=launcher,
+            max_spares=max_spares,
         )
         self._host: ThreadHost | None = None
 

@@ -143,3 +143,16 @@ async def test_trash_left_by_an_earlier_bridge_is_removed(tmp_path: pathlib.Path
     async with Bridge(tmp_path / "ws"):
         await trio.testing.wait_all_tasks_blocked()
         assert not left.exists()
+
+
+async def test_the_bridge_passes_its_spare_bound_on(tmp_path: pathlib.Path) -> None:
+    """``Bridge(max_spares=0)`` keeps no spare and still runs; with a launcher of one's own the
+    keyword is refused, as is a negative bound."""
+    async with Bridge(tmp_path / "ws", max_spares=0) as bridge:
+        assert (await bridge.run("1 + 1\n")).value == 2
+        await trio.testing.wait_all_tasks_blocked()
+        assert launcher_of(bridge).spare_pids() == []
+    with pytest.raises(ValueError, match="max_spares"):
+        Bridge(tmp_path / "ws", launcher=ZygoteLauncher(), max_spares=2)
+    with pytest.raises(ValueError, match="max_spares"):
+        Bridge(tmp_path / "ws", max_spares=-1)

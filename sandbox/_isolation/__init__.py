@@ -23,7 +23,9 @@ layers, each reported in :class:`IsolationReport` as applied or skipped with its
     address space (the inherited baseline plus ``memory_mb``), file size (a write past it fails
     with ``EFBIG``; at most one byte past the disk quota), open files, no core dumps.
 ``netns``
-    Root only: a private network namespace, whose only interface is a loopback that is down.
+    Root only: a private network namespace, whose only interface is a loopback that is down;
+    made by the zygote for this child alone, between requests (:class:`NetNamespaces`), and
+    entered here (or made here when the zygote could not).
 ``uid``
     Root only: the child gets an id of its own from a private range (:class:`ChildIds`: no two
     live children of a zygote share one), ``out/`` is handed to it as uid and gid,
@@ -59,11 +61,11 @@ single layers, and the security suite's "OS layers off" mode) is skipped with th
 :func:`probe_layers` answers, for ``scriptbridge doctor``, which layers this machine can apply.
 """
 
-from ..protocol import ChildLimits as ChildLimits
 from ._apply import OS_LAYERS as OS_LAYERS
 from ._apply import IsolationReport as IsolationReport
 from ._apply import apply_isolation as apply_isolation
 from ._landlock import landlock_abi as landlock_abi
+from ._landlock import open_python_paths as open_python_paths
 from ._landlock import python_paths as python_paths
 from ._probe import LayerProbe as LayerProbe
 from ._probe import probe_layers as probe_layers
@@ -71,9 +73,12 @@ from ._process import CHILD_ID_BASE as CHILD_ID_BASE
 from ._process import CHILD_ID_SLOTS as CHILD_ID_SLOTS
 from ._process import ChildIds as ChildIds
 from ._process import IsolationError as IsolationError
+from ._process import NetNamespaces as NetNamespaces
 from ._process import PidNamespaces as PidNamespaces
+from ._process import address_space_now as address_space_now
 from ._seccomp import DENIED_SYSCALLS as DENIED_SYSCALLS
 from ._seccomp import build_seccomp_filter as build_seccomp_filter
+from ._seccomp import fill_seccomp as fill_seccomp
 from ._seccomp import seccomp_arch as seccomp_arch
 from ._seccomp import seccomp_template as seccomp_template
 
@@ -83,14 +88,17 @@ __all__ = [
     "DENIED_SYSCALLS",
     "OS_LAYERS",
     "ChildIds",
-    "ChildLimits",
     "IsolationError",
     "IsolationReport",
     "LayerProbe",
+    "NetNamespaces",
     "PidNamespaces",
+    "address_space_now",
     "apply_isolation",
     "build_seccomp_filter",
+    "fill_seccomp",
     "landlock_abi",
+    "open_python_paths",
     "probe_layers",
     "python_paths",
     "seccomp_arch",

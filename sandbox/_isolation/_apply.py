@@ -7,6 +7,7 @@ applied or skipped with its reason, never silently.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import platform
@@ -15,9 +16,11 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from ..protocol import ChildLimits, Layer, SkippedLayer
+from .._wire import SkippedLayer
+from .._zygote_wire import ChildLimits
+from ..protocol import Layer
 from ._landlock import Landlock, landlock_abi, workspace_rules
-from ._libc import CLONE_NEWNET, os_error, set_no_new_privs, unshare
+from ._libc import CLONE_NEWNET, os_error, set_no_new_privs, setns, unshare
 from ._process import apply_rlimits, drop_uid, hygiene, watch_parent
 from ._seccomp import install_seccomp, seccomp_arch
 
@@ -54,6 +57,9 @@ def apply_isolation(
     pid_namespace: str | None,
     child_id: int,
     disable: Collection[str] = frozenset(),
+    address_space: int | None = None,
+    netns_fd: int | None = None,
+    python_dirs: Sequence[int] | None = None,
 ) -> tuple[list[int], IsolationReport]:
     """Isolate the calling process (a fresh child) and report what is in force.
 
@@ -67,6 +73,13 @@ def apply_isolation(
         child_id: the uid and gid the ``uid`` layer drops to (:meth:`ChildIds.take`).
         disable: OS layers to skip (reason ``disabled``); for tests of single layers and the
             security suite's "OS layers off" mode only.
+        address_space: the zygote's address space at the fork, the baseline of the
+            ``rlimits`` layer's memory limit (``None``: read here).
+        netns_fd: a fresh network namespace the zygote made for this child alone
+            (:class:`NetNamespaces`), entered for the ``netns`` layer (``None``: one is made
+            here); closed here.
+        python_dirs: fds of the Python installation's directories for landlock's rules
+            (:func:`open_python_paths`; ``None``: opened here by path); closed here.
 
     Returns:
         The kept fds (renumbered above 2 if needed, in the order given) and the report. A
@@ -76,7 +89,36 @@ def apply_isolation(
         IsolationError: the session, fds, environment or working directory could not be set
             up; the process is then partly isolated and must exit without running a script.
     """
-    kept = hygiene(workspace, keep_fds)
+    extra = ([] if netns_fd is None else [netns_fd]) + list(python_dirs or ())
+    held = hygiene(workspace, [*keep_fds, *extra])  # the extras are closed below, each once
+    kept = held[: len(keep_fds)]
+    if netns_fd is not None:
+        netns_fd = held[len(keep_fds)]
+    dirs = held[len(keep_fds) + (netns_fd is not None) :] if python_dirs is not None else None
+    try:
+        return _apply_layers(
+            workspace, limits, kept, parent_pid, pid_namespace, child_id, disable,
+            address_space, netns_fd, dirs,
+        )  # fmt: skip
+    finally:
+        for fd in held[len(keep_fds) :]:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _apply_layers(
+    workspace: str,
+    limits: ChildLimits,
+    kept: list[int],
+    parent_pid: int,
+    pid_namespace: str | None,
+    child_id: int,
+    disable: Collection[str],
+    address_space: int | None,
+    netns_fd: int | None,
+    python_dirs: Sequence[int] | None,
+) -> tuple[list[int], IsolationReport]:
+    """:func:`apply_isolation` past the hygiene."""
     report = IsolationReport()
     root = os.geteuid() == 0
     if pid_namespace is None:
@@ -95,14 +137,16 @@ def apply_isolation(
 
     if wanted("rlimits"):
         try:
-            apply_rlimits(limits)
+            apply_rlimits(limits, address_space)
         except (OSError, ValueError) as exc:
             report.skip("rlimits", f"setrlimit failed: {exc}")
         else:
             report.applied.append("rlimits")
 
     if wanted("netns", needs_root=True):
-        if unshare(CLONE_NEWNET) != 0:
+        if netns_fd is not None and setns(netns_fd, CLONE_NEWNET) == 0:
+            report.applied.append("netns")
+        elif unshare(CLONE_NEWNET) != 0:
             report.skip("netns", str(os_error("unshare(CLONE_NEWNET)")))
         else:
             report.applied.append("netns")
@@ -110,7 +154,7 @@ def apply_isolation(
     landlock: Landlock | None = None
     if wanted("landlock"):
         try:  # built now, while every path can still be opened; enforced after the uid drop
-            landlock = Landlock(landlock_abi(), workspace_rules())
+            landlock = Landlock(landlock_abi(), workspace_rules(), python_dirs)
         except OSError as exc:
             reason = "the kernel has no landlock" if exc.errno == errno.ENOSYS else str(exc)
             report.skip("landlock", reason)

@@ -20,7 +20,7 @@ from typing import Final
 
 from ._libc import check, syscall
 
-__all__ = ["Landlock", "landlock_abi", "python_paths", "workspace_rules"]
+__all__ = ["Landlock", "landlock_abi", "open_python_paths", "python_paths", "workspace_rules"]
 
 _SYS_LANDLOCK_CREATE_RULESET: Final = 444  # the same number on x86_64 and aarch64
 _SYS_LANDLOCK_ADD_RULE: Final = 445
@@ -104,10 +104,31 @@ def python_paths() -> tuple[str, ...]:
     return tuple(seen)
 
 
-class Landlock:
-    """A ruleset built while the child can still open every path (before the uid drop)."""
+def open_python_paths() -> tuple[int, ...]:
+    """An ``O_PATH`` fd of each directory of :func:`python_paths` that exists, opened once (by
+    the zygote, before it forks) for :class:`Landlock` to name in every child's ruleset."""
+    fds = []
+    for path in python_paths():
+        try:
+            fds.append(os.open(path, os.O_PATH | os.O_CLOEXEC | os.O_DIRECTORY))
+        except FileNotFoundError:
+            continue
+    return tuple(fds)
 
-    def __init__(self, abi: int, workspace_rules: Sequence[tuple[str, int]]) -> None:
+
+class Landlock:
+    """A ruleset built while the child can still open every path (before the uid drop).
+
+    The Python installation's directories are named by ``python_dirs`` (fds of
+    :func:`open_python_paths`, which stay open) when given, else opened here by path.
+    """
+
+    def __init__(
+        self,
+        abi: int,
+        workspace_rules: Sequence[tuple[str, int]],
+        python_dirs: Sequence[int] | None = None,
+    ) -> None:
         self.abi = abi
         handled_fs = _handled_fs(abi)
         attr = _RulesetAttr(handled_access_fs=handled_fs)
@@ -129,8 +150,12 @@ class Landlock:
         )
         try:
             read_only = _FS_READ_FILE | _FS_READ_DIR
-            for path in python_paths():
-                self._allow(path, read_only)
+            if python_dirs is None:
+                for path in python_paths():
+                    self._allow(path, read_only)
+            else:
+                for fd in python_dirs:
+                    self._add_rule(fd, read_only, "a Python directory")
             for path, access in workspace_rules:
                 self._allow(path, access & handled_fs)
         except BaseException:
@@ -143,19 +168,22 @@ class Landlock:
         except FileNotFoundError:
             return
         try:
-            rule = _PathBeneathAttr(allowed_access=access, parent_fd=parent)
-            check(
-                syscall(
-                    ctypes.c_long(_SYS_LANDLOCK_ADD_RULE),
-                    ctypes.c_long(self.fd),
-                    ctypes.c_long(_LANDLOCK_RULE_PATH_BENEATH),
-                    ctypes.byref(rule),
-                    ctypes.c_long(0),
-                ),
-                f"landlock_add_rule({path})",
-            )
+            self._add_rule(parent, access, path)
         finally:
             os.close(parent)
+
+    def _add_rule(self, parent: int, access: int, what: str) -> None:
+        rule = _PathBeneathAttr(allowed_access=access, parent_fd=parent)
+        check(
+            syscall(
+                ctypes.c_long(_SYS_LANDLOCK_ADD_RULE),
+                ctypes.c_long(self.fd),
+                ctypes.c_long(_LANDLOCK_RULE_PATH_BENEATH),
+                ctypes.byref(rule),
+                ctypes.c_long(0),
+            ),
+            f"landlock_add_rule({what})",
+        )
 
     def restrict_self(self) -> None:
         """Enforce the ruleset on this process (needs no_new_privs or CAP_SYS_ADMIN)."""

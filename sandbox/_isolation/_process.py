@@ -20,15 +20,26 @@ import signal
 from collections.abc import Collection, Sequence
 from typing import Final
 
-from ..protocol import ChildLimits
-from ._libc import CLONE_NEWPID, PR_SET_PDEATHSIG, check, os_error, prctl, setns, unshare
+from .._zygote_wire import ChildLimits
+from ._libc import (
+    CLONE_NEWNET,
+    CLONE_NEWPID,
+    PR_SET_PDEATHSIG,
+    check,
+    os_error,
+    prctl,
+    setns,
+    unshare,
+)
 
 __all__ = [
     "CHILD_ID_BASE",
     "CHILD_ID_SLOTS",
     "ChildIds",
     "IsolationError",
+    "NetNamespaces",
     "PidNamespaces",
+    "address_space_now",
     "apply_rlimits",
     "drop_uid",
     "hygiene",
@@ -153,11 +164,63 @@ class PidNamespaces:
             check(setns(self._own, CLONE_NEWPID), "setns(CLONE_NEWPID)")
 
 
+class NetNamespaces:
+    """The zygote's half of the ``netns`` layer: a fresh network namespace made ahead of each
+    child, so the child only enters it (``setns``) rather than making one on its way to
+    ``ready``.
+
+    :meth:`prepare` (in the zygote, between requests) makes one: ``unshare(CLONE_NEWNET)``, an
+    fd of it from ``/proc/self/ns/net``, and ``setns`` back to the zygote's own namespace,
+    which the zygote never leaves for longer. :meth:`take` hands that fd to the next fork and
+    forgets it; the zygote closes its copy after the fork, so each namespace is entered by one
+    child only, and disappears with it. Root only; where it can't be done, :meth:`take` says
+    ``None`` and the child makes its own (reporting why it couldn't, if it can't either).
+    """
+
+    def __init__(self) -> None:
+        self._own: int | None = None
+        self._next: int | None = None
+        if os.geteuid() != 0:
+            return
+        try:
+            self._own = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self._own = None
+
+    def prepare(self) -> None:
+        """Make the namespace for the next child, unless one is ready; never raises (a failure
+        leaves the next child to make its own)."""
+        if self._own is None or self._next is not None:
+            return
+        if unshare(CLONE_NEWNET) != 0:
+            return
+        try:
+            self._next = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self._next = None
+        if setns(self._own, CLONE_NEWNET) != 0:  # pragma: no cover - root can always go back
+            if self._next is not None:
+                os.close(self._next)
+            self._next, self._own = None, None  # made no more: the zygote stays where it is
+
+    def take(self, disable: Collection[str]) -> int | None:
+        """The fd of a fresh namespace for the child forked next (the caller closes it after the
+        fork), or ``None`` (the layer is disabled or none could be made)."""
+        if "netns" in disable:
+            return None
+        self.prepare()
+        fd, self._next = self._next, None
+        return fd
+
+
 def ids_from_proc() -> tuple[int, int]:
     """This process's pid and its parent's as ``/proc`` numbers them (the zygote's namespace:
     :class:`PidNamespaces` checks it), where ``getpid()`` and ``getppid()`` say 1 and 0."""
-    with open("/proc/self/stat", "rb") as stat:
-        line = stat.read()
+    fd = os.open("/proc/self/stat", os.O_RDONLY | os.O_CLOEXEC)  # no file object: fewer pages
+    try:
+        line = os.read(fd, 4096)
+    finally:
+        os.close(fd)
     return int(line.split(b" ", 1)[0]), int(line.rsplit(b")", 1)[1].split()[1])
 
 
@@ -191,15 +254,22 @@ def hygiene(workspace: str, keep_fds: Sequence[int]) -> list[int]:
     return kept
 
 
-def _address_space_now() -> int:
-    with open("/proc/self/statm", "rb") as statm:
-        pages = int(statm.read().split()[0])
+def address_space_now() -> int:
+    """This process's address space in bytes (``/proc/self/statm``)."""
+    fd = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        pages = int(os.read(fd, 4096).split()[0])
+    finally:
+        os.close(fd)
     return pages * os.sysconf("SC_PAGE_SIZE")
 
 
-def apply_rlimits(limits: ChildLimits) -> None:
+def apply_rlimits(limits: ChildLimits, address_space: int | None = None) -> None:
+    """Set the ``rlimits`` layer's limits; the address space may grow by ``limits.memory_mb``
+    past ``address_space`` (the zygote's, read before the fork), or past this process's now."""
     cpu = max(1, math.ceil(limits.cpu_s))
-    memory = _address_space_now() + limits.memory_mb * 2**20
+    baseline = address_space_now() if address_space is None else address_space
+    memory = baseline + limits.memory_mb * 2**20
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))

@@ -20,6 +20,7 @@ from ._libc import CLONE_THREAD, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, check, prc
 __all__ = [
     "DENIED_SYSCALLS",
     "build_seccomp_filter",
+    "fill_seccomp",
     "install_seccomp",
     "seccomp_arch",
     "seccomp_template",
@@ -201,7 +202,8 @@ def build_seccomp_filter(arch: str, own_pid: int) -> list[tuple[int, int, int, i
 
     The program checks the arch, then the call's number against each rule in turn; a rule
     that matches ends in a return of its own right after its check (so every jump is short,
-    however many rules there are), and a call no rule names is allowed. The args' checks read
+    however many rules there are), but for the calls denied outright, which all jump to one
+    ``EPERM`` after the last of them; a call no rule names is allowed. The args' checks read
     the low 32 bits only: every argument checked is an ``int`` (a pid, a clock id, a command)
     that the kernel truncates to them. It is assembled once per arch (the zygote does it
     before it forks) and only ``own_pid`` filled in per call.
@@ -282,9 +284,12 @@ def _assembled(arch: str) -> tuple[tuple[int, int, int, int], ...]:
             _load_arg(1), *((_BPF_JEQ, command, "no", None) for command in commands), allow,
             "no", deny,
         )  # fmt: skip
-    for name, on_each_arch in _SYSCALLS.items():
-        rule(name, on_each_arch[column], deny)
-    program.append(allow)
+    # The calls denied outright share one return: one comparison each, all of them jumping to
+    # the same EPERM right after the last (so every jump stays short).
+    for on_each_arch in _SYSCALLS.values():
+        if (number := on_each_arch[column]) is not None:
+            program.append((_BPF_JEQ, number, "denied", None))
+    program += [allow, "denied", deny]
 
     labels: dict[str, int] = {}
     instructions: list[_Instruction] = []
@@ -324,12 +329,26 @@ def seccomp_template(arch: str) -> tuple[ctypes.Array[_SockFilter], tuple[int, .
     return array, tuple(i for i, (*_, k) in enumerate(instructions) if k == _OWN_PID)
 
 
-def install_seccomp(arch: str) -> None:
+@functools.cache
+def _filled(arch: str, own_pid: int) -> tuple[ctypes.Array[_SockFilter], _SockFprog]:
+    """The program for ``arch`` with ``own_pid`` filled in, and its ``sock_fprog`` (which
+    points into it) for ``prctl``."""
     template, own_pid_at = seccomp_template(arch)
     array = type(template).from_buffer_copy(template)
     for index in own_pid_at:
-        array[index].k = os.getpid()
-    program = _SockFprog(len(array), array)
+        array[index].k = own_pid
+    return array, _SockFprog(len(array), array)
+
+
+def fill_seccomp(arch: str, own_pid: int) -> None:
+    """Make the program of a child whose own pid will be ``own_pid`` ahead (the zygote does,
+    for the pid 1 of a child in a PID namespace of its own): :func:`install_seccomp` then
+    only installs it."""
+    _filled(arch, own_pid)
+
+
+def install_seccomp(arch: str) -> None:
+    _, program = _filled(arch, os.getpid())
     check(
         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(program), 0, 0),
         "prctl(PR_SET_SECCOMP)",

@@ -1,11 +1,15 @@
 """What the host and the sandbox share: the messages, their framing and plain data. Sans-I/O.
 
 Both sides import this package. The child imports it from inside the sandbox, so it imports
-nothing from ``scriptbridge`` and nothing heavier than ``msgpack`` and ``pydantic``; and it does
-no I/O: it turns messages into bytes and bytes into messages, and the caller moves the bytes
-(the child with :class:`sandbox.BlockingChannel`, the host with its event loop). Each concern is
-a module of its own: plain data (:mod:`._plain`), framing (:mod:`._framing`), the channel's
-messages (:mod:`._messages`) and the zygote's requests and replies (:mod:`._zygote_messages`).
+nothing from ``scriptbridge``, and it does no I/O: it turns messages into bytes and bytes into
+messages, and the caller moves the bytes (the child with :class:`sandbox.BlockingChannel`, the
+host with its event loop). Each concern is a module of its own: plain data (:mod:`._plain`),
+framing (:mod:`._framing`), the names and bounds both sides share (:mod:`._names`), the
+channel's messages (:mod:`._messages`) and the zygote's requests and replies
+(:mod:`._zygote_messages`). The last two are pydantic models, which validate what the host
+reads; they are loaded on first use, so the child (the zygote and every sandbox child), which
+holds its messages as :mod:`sandbox._wire` does and imports only ``msgpack``, never loads
+pydantic.
 
 Framing
     Every message is one frame: a 4-byte big-endian unsigned length ``N`` followed by ``N`` bytes
@@ -47,6 +51,9 @@ it reads exactly one answer, which must carry the same ``call_id`` and the match
 ids start at 1 and increase by one per request.
 """
 
+import typing
+from typing import Final
+
 from .._endings import Ending as Ending
 from ._framing import DEFAULT_FRAME_LIMIT as DEFAULT_FRAME_LIMIT
 from ._framing import MAX_FRAME as MAX_FRAME
@@ -54,47 +61,49 @@ from ._framing import FrameDecoder as FrameDecoder
 from ._framing import ProtocolError as ProtocolError
 from ._framing import encode_frame as encode_frame
 from ._framing import encode_parts as encode_parts
-from ._messages import CARRY_MAX_BYTES as CARRY_MAX_BYTES
-from ._messages import CARRY_MAX_DEFINITIONS as CARRY_MAX_DEFINITIONS
-from ._messages import CARRY_MAX_NAMES as CARRY_MAX_NAMES
-from ._messages import LAYER_NAMES as LAYER_NAMES
-from ._messages import PROTOCOL_VERSION as PROTOCOL_VERSION
-from ._messages import CallFailed as CallFailed
-from ._messages import CallOk as CallOk
-from ._messages import CallTool as CallTool
-from ._messages import CallTools as CallTools
-from ._messages import Carry as Carry
-from ._messages import CarryIn as CarryIn
-from ._messages import ChildMessage as ChildMessage
-from ._messages import Done as Done
-from ._messages import Fetch as Fetch
-from ._messages import FetchResult as FetchResult
-from ._messages import HostMessage as HostMessage
-from ._messages import Layer as Layer
-from ._messages import Output as Output
-from ._messages import Ready as Ready
-from ._messages import RunError as RunError
-from ._messages import RunLimits as RunLimits
-from ._messages import SkippedLayer as SkippedLayer
-from ._messages import Start as Start
-from ._messages import ToolCall as ToolCall
-from ._messages import ToolFailed as ToolFailed
-from ._messages import ToolResult as ToolResult
-from ._messages import ToolResults as ToolResults
-from ._messages import carry_bytes as carry_bytes
-from ._messages import parse_child_message as parse_child_message
-from ._messages import parse_host_message as parse_host_message
+from ._names import CARRY_MAX_BYTES as CARRY_MAX_BYTES
+from ._names import CARRY_MAX_DEFINITIONS as CARRY_MAX_DEFINITIONS
+from ._names import CARRY_MAX_NAMES as CARRY_MAX_NAMES
+from ._names import LAYER_NAMES as LAYER_NAMES
+from ._names import PROTOCOL_VERSION as PROTOCOL_VERSION
+from ._names import ChildExit as ChildExit
+from ._names import Layer as Layer
+from ._names import ZygoteError as ZygoteError
+from ._names import carry_bytes as carry_bytes
 from ._plain import LEAF_TYPES as LEAF_TYPES
 from ._plain import MAX_DATA_DEPTH as MAX_DATA_DEPTH
 from ._plain import MAX_DATA_NODES as MAX_DATA_NODES
-from ._plain import PlainData as PlainData
 from ._plain import check_plain as check_plain
-from ._zygote_messages import ChildExit as ChildExit
-from ._zygote_messages import ChildLimits as ChildLimits
-from ._zygote_messages import ZygoteError as ZygoteError
-from ._zygote_messages import ZygoteReply as ZygoteReply
-from ._zygote_messages import encode_request as encode_request
-from ._zygote_messages import read_reply as read_reply
+
+if typing.TYPE_CHECKING:
+    from ._messages import CallFailed as CallFailed
+    from ._messages import CallOk as CallOk
+    from ._messages import CallTool as CallTool
+    from ._messages import CallTools as CallTools
+    from ._messages import Carry as Carry
+    from ._messages import CarryIn as CarryIn
+    from ._messages import ChildMessage as ChildMessage
+    from ._messages import Done as Done
+    from ._messages import Fetch as Fetch
+    from ._messages import FetchResult as FetchResult
+    from ._messages import HostMessage as HostMessage
+    from ._messages import Output as Output
+    from ._messages import PlainData as PlainData
+    from ._messages import Ready as Ready
+    from ._messages import RunError as RunError
+    from ._messages import RunLimits as RunLimits
+    from ._messages import SkippedLayer as SkippedLayer
+    from ._messages import Start as Start
+    from ._messages import ToolCall as ToolCall
+    from ._messages import ToolFailed as ToolFailed
+    from ._messages import ToolResult as ToolResult
+    from ._messages import ToolResults as ToolResults
+    from ._messages import parse_child_message as parse_child_message
+    from ._messages import parse_host_message as parse_host_message
+    from ._zygote_messages import ChildLimits as ChildLimits
+    from ._zygote_messages import ZygoteReply as ZygoteReply
+    from ._zygote_messages import encode_request as encode_request
+    from ._zygote_messages import read_reply as read_reply
 
 __all__ = [
     "CARRY_MAX_BYTES",
@@ -146,3 +155,50 @@ __all__ = [
     "parse_host_message",
     "read_reply",
 ]
+
+_MODELS: Final = {
+    "CallFailed": "_messages",
+    "CallOk": "_messages",
+    "CallTool": "_messages",
+    "CallTools": "_messages",
+    "Carry": "_messages",
+    "CarryIn": "_messages",
+    "ChildMessage": "_messages",
+    "Done": "_messages",
+    "Fetch": "_messages",
+    "FetchResult": "_messages",
+    "HostMessage": "_messages",
+    "Output": "_messages",
+    "PlainData": "_messages",
+    "Ready": "_messages",
+    "RunError": "_messages",
+    "RunLimits": "_messages",
+    "SkippedLayer": "_messages",
+    "Start": "_messages",
+    "ToolCall": "_messages",
+    "ToolFailed": "_messages",
+    "ToolResult": "_messages",
+    "ToolResults": "_messages",
+    "parse_child_message": "_messages",
+    "parse_host_message": "_messages",
+    "ChildLimits": "_zygote_messages",
+    "ZygoteReply": "_zygote_messages",
+    "encode_request": "_zygote_messages",
+    "read_reply": "_zygote_messages",
+}
+
+
+def __getattr__(name: str) -> object:
+    """The pydantic models and what uses them, imported on first use (the host's: the child,
+    which never validates what it sends, never loads them)."""
+    module = _MODELS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+def __dir__() -> list[str]:
+    """This package's names, the models' among them (before they are first used, too)."""
+    return sorted(set(globals()) | set(_MODELS))

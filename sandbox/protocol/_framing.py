@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 import msgpack
-from pydantic import BaseModel
 
 __all__ = [
     "DEFAULT_FRAME_LIMIT",
@@ -54,9 +53,7 @@ def _limit(limit: int) -> int:
     return limit
 
 
-def encode_frame(
-    message: BaseModel | Mapping[str, Any], *, limit: int = DEFAULT_FRAME_LIMIT
-) -> bytes:
+def encode_frame(message: Any, *, limit: int = DEFAULT_FRAME_LIMIT) -> bytes:
     """Return ``message`` framed: a 4-byte big-endian length and its msgpack body.
 
     Raises:
@@ -66,14 +63,13 @@ def encode_frame(
     return b"".join(encode_parts(message, limit=limit))
 
 
-def encode_parts(
-    message: BaseModel | Mapping[str, Any], *, limit: int = DEFAULT_FRAME_LIMIT
-) -> tuple[bytes, memoryview]:
+def encode_parts(message: Any, *, limit: int = DEFAULT_FRAME_LIMIT) -> tuple[bytes, memoryview]:
     """Return ``message`` framed as two parts, the 4-byte prefix and the body, to be written
     one after the other (``os.writev``): a large body is then never copied behind its prefix.
 
-    ``message`` is a message model, or a message's body as a mapping made by trusted code
-    (the host's own replies: packed as they are, with nothing validated or copied first).
+    ``message`` is a message model, a child's message (:mod:`sandbox._wire`, whose ``body()``
+    is its map), or a message's body as a mapping made by trusted code (the host's own
+    replies: packed as they are, with nothing validated or copied first).
 
     The body is a read-only view of the buffer it was packed into, which belongs to no one
     else: a large body is not copied out of it into a ``bytes`` either.
@@ -83,7 +79,12 @@ def encode_parts(
     """
     packer = msgpack.Packer(use_bin_type=True, autoreset=False, buf_size=_PACK_BUFFER)
     try:
-        packer.pack(_fields(message) if isinstance(message, BaseModel) else message)
+        if isinstance(message, Mapping):
+            packer.pack(message)
+        elif _is_model(message):
+            packer.pack(_fields(message))
+        else:
+            packer.pack(message.body())
         body = packer.getbuffer().toreadonly()
     except (TypeError, ValueError, OverflowError) as exc:
         raise ProtocolError(f"cannot pack a {type(message).__name__} message: {exc}") from exc
@@ -92,7 +93,13 @@ def encode_parts(
     return _PREFIX.pack(len(body)), body
 
 
-def _fields(message: BaseModel) -> dict[str, Any]:
+def _is_model(value: Any) -> bool:
+    """Whether ``value`` is a pydantic model (told without importing pydantic, which the child
+    never loads)."""
+    return hasattr(type(value), "model_fields")
+
+
+def _fields(message: Any) -> dict[str, Any]:
     """A message's fields as msgpack packs them, the same body ``model_dump(mode="python")``
     gives: nested messages become dicts of their fields, and every other value (plain data, a
     message's own payload) is handed to msgpack as it is, not copied first."""
@@ -100,9 +107,9 @@ def _fields(message: BaseModel) -> dict[str, Any]:
 
 
 def _field(value: Any) -> Any:
-    if isinstance(value, BaseModel):
+    if _is_model(value):
         return _fields(value)
-    if type(value) is list and value and isinstance(value[0], BaseModel):
+    if type(value) is list and value and _is_model(value[0]):
         return [_field(item) for item in value]
     return value
 

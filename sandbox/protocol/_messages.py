@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Final, Literal, TypeAlias
 
-import msgpack
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -23,7 +22,16 @@ from pydantic import (
 
 from .._endings import LIMITS
 from ._framing import DEFAULT_FRAME_LIMIT, MAX_FRAME, ProtocolError, unpack_body
-from ._plain import PlainData
+from ._names import (
+    CARRY_MAX_BYTES,
+    CARRY_MAX_DEFINITIONS,
+    CARRY_MAX_NAMES,
+    LAYER_NAMES,
+    PROTOCOL_VERSION,
+    Layer,
+    carry_bytes,
+)
+from ._plain import check_plain
 
 __all__ = [
     "CARRY_MAX_BYTES",
@@ -44,6 +52,7 @@ __all__ = [
     "HostMessage",
     "Layer",
     "Output",
+    "PlainData",
     "Ready",
     "RunError",
     "RunLimits",
@@ -60,36 +69,8 @@ __all__ = [
 
 _LIMIT_NAMES: Final = frozenset(limit.value for limit in LIMITS)
 
-PROTOCOL_VERSION: Final = 1
-"""Sent in ``ready``; the host refuses a child that speaks another version."""
-
-Layer: TypeAlias = Literal[
-    "restricted-python", "rlimits", "seccomp", "landlock", "netns", "pidns", "uid", "quota"
-]
-"""The isolation layers a child reports by name."""
-
-LAYER_NAMES: Final[tuple[Layer, ...]] = (
-    "restricted-python",
-    "rlimits",
-    "seccomp",
-    "landlock",
-    "netns",
-    "pidns",
-    "uid",
-    "quota",
-)
-
-CARRY_MAX_BYTES: Final = 2**20
-"""The most a session step may carry to the next: the msgpack bytes of its plain globals (name
-and value) plus the UTF-8 bytes of its definitions' sources (:func:`carry_bytes`). A step's
-own bound is this, or a quarter of its frame limit when that is smaller (``CarryIn.max_bytes``).
-"""
-
-CARRY_MAX_DEFINITIONS: Final = 1000
-"""The most definitions (top-level ``def``, ``class``, ``import``) a session carries."""
-
-CARRY_MAX_NAMES: Final = 10_000
-"""The most globals a session carries, and the most names one step reports dropped."""
+PlainData: TypeAlias = Annotated[Any, AfterValidator(check_plain)]
+"""Any value that :func:`~sandbox.protocol.check_plain` accepts."""
 
 _Name = Annotated[str, Field(min_length=1, max_length=512)]
 _CallId = Annotated[int, Field(ge=1, le=2**53)]
@@ -145,22 +126,6 @@ _Definitions = Annotated[
     Field(max_length=CARRY_MAX_DEFINITIONS),
 ]
 _Globals = Annotated[dict[_ScriptName, PlainData], Field(max_length=CARRY_MAX_NAMES)]
-
-
-def _packed_size(value: Any) -> int:
-    try:
-        return len(msgpack.packb(value, use_bin_type=True))
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise ValueError(f"cannot pack a carried value: {exc}") from exc
-
-
-def carry_bytes(globals: dict[str, Any], definitions: list[str]) -> int:
-    """What ``globals`` (plain data) and ``definitions`` cost against a carry's bound: the
-    msgpack bytes of each name and value plus the UTF-8 bytes of each definition (lone
-    surrogates counted as the three bytes they are sent as). Raises ``ValueError`` for a
-    value msgpack can't pack."""
-    size = sum(_packed_size(name) + _packed_size(value) for name, value in globals.items())
-    return size + sum(len(text.encode("utf-8", "surrogatepass")) for text in definitions)
 
 
 class CarryIn(_Message):

@@ -4,8 +4,9 @@ Plain data is ``None``, ``bool``, ``int``, ``float``, ``str``, ``bytes`` (:data:
 ``list`` and ``dict`` with ``str`` keys, exact types only (no subclasses), with no container
 deeper than :data:`MAX_DATA_DEPTH` (the value itself is at depth 0) and at most
 :data:`MAX_DATA_NODES` values.
-:func:`check_plain` is its check and :data:`PlainData` the pydantic type of every payload field
-(tool arguments, tool views, inputs, the script's value). Both sides use these bounds: the child
+:func:`check_plain` is its check (and :data:`sandbox.protocol.PlainData`, in
+:mod:`._messages`, the pydantic type of every payload field: tool arguments, tool views, inputs,
+the script's value). Both sides use these bounds: the child
 converts a script's values to plain data within them (:func:`sandbox._values.to_plain`), and
 every walk of the host (claims, views, lanes) stops at the same depth, so a view the host
 renders is within them by construction.
@@ -14,11 +15,9 @@ No I/O.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final, TypeAlias
+from typing import Any, Final
 
-from pydantic import AfterValidator
-
-__all__ = ["LEAF_TYPES", "MAX_DATA_DEPTH", "MAX_DATA_NODES", "PlainData", "check_plain"]
+__all__ = ["LEAF_TYPES", "MAX_DATA_DEPTH", "MAX_DATA_NODES", "check_plain"]
 
 MAX_DATA_DEPTH: Final = 100
 """The deepest a container may sit in a :data:`PlainData` value (the value itself is at 0)."""
@@ -66,7 +65,3 @@ def check_plain(
         else:
             raise ValueError(f"{kind.__name__} is not plain data")
     return value
-
-
-PlainData: TypeAlias = Annotated[Any, AfterValidator(check_plain)]
-"""Any value that :func:`check_plain` accepts."""

@@ -19,12 +19,12 @@ import os
 import signal
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Annotated, Any, Final, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias
 
 import msgpack
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from ._messages import Layer
+from ._names import DATAGRAM, ChildExit, Layer, ZygoteError
 
 __all__ = [
     "DATAGRAM",
@@ -48,13 +48,6 @@ __all__ = [
     "read_reply",
     "unpack",
 ]
-
-DATAGRAM: Final = 65536
-"""The largest datagram either end reads; every message is far smaller."""
-
-
-class ZygoteError(RuntimeError):
-    """The zygote is gone, refused a request, or answered outside its protocol."""
 
 
 class ChildLimits(BaseModel):
@@ -83,19 +76,6 @@ class ChildLimits(BaseModel):
     max_open_files: Annotated[int, Field(ge=16, le=65_536)] = 64
     max_out_bytes: Annotated[int, Field(ge=0, le=1 << 50)] = 64 * 2**20
     max_out_files: Annotated[int, Field(ge=0, le=10**7)] = 1000
-
-
-@dataclass(frozen=True)
-class ChildExit:
-    """How a child ended: ``returncode`` as in ``subprocess`` (``-N`` for signal ``N``),
-    its CPU time (user + system) and its peak resident set; and ``quota_exceeded``, why the
-    run passed its disk quota (the zygote's own finding, :mod:`sandbox._quota`), or ``None``."""
-
-    pid: int
-    returncode: int
-    cpu_s: float
-    max_rss_kb: int
-    quota_exceeded: str | None = None
 
 
 class _Model(BaseModel):

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from sandbox import _wire
 from sandbox._blocking_channel import BlockingChannel, write_parts
 from sandbox.protocol import Output, ProtocolError, ToolResult, encode_frame, encode_parts
 
@@ -50,16 +51,18 @@ def pipes() -> Iterator[tuple[int, int, int, int]]:
 
 
 def test_blocking_channel_over_pipes(pipes: tuple[int, int, int, int]) -> None:
-    """Messages cross real pipes both ways, including frames larger than the pipe buffer."""
+    """Messages cross real pipes both ways, including frames larger than the pipe buffer: the
+    child reads a host's message as its own class holds it, the host a child's as the
+    protocol's model."""
     a_read, a_write, b_read, b_write = pipes
     host = BlockingChannel(b_read, a_write)
     child = BlockingChannel(a_read, b_write)
     big = ToolResult(call_id=1, view={"blob": b"x" * (1 << 20)})
     writer = threading.Thread(target=host.send, args=(big,))
     writer.start()
-    assert child.receive_host() == big
+    assert child.receive_host() == _wire.ToolResult(call_id=1, view=big.view)
     writer.join()
-    child.send(Output(text="hi"))
+    child.send(_wire.Output(text="hi"))
     assert host.receive_child() == Output(text="hi")
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import BlockingChannel, SpawnedChild, ZygoteProcess
-from sandbox._isolation import OS_LAYERS, ChildLimits
+from sandbox._isolation import OS_LAYERS
 from sandbox._isolation._probe import probe_layers
 from sandbox._isolation._process import CHILD_ID_BASE, CHILD_ID_SLOTS, ChildIds
 from sandbox._isolation._seccomp import (
@@ -37,7 +37,7 @@ from sandbox._isolation._seccomp import (
     build_seccomp_filter,
     seccomp_template,
 )
-from sandbox.protocol import LAYER_NAMES, Ready
+from sandbox.protocol import LAYER_NAMES, ChildLimits, Ready
 from sandbox.testing import RunRecord
 
 Run = Callable[..., RunRecord]
@@ -616,6 +616,25 @@ def test_concurrent_children_have_different_ids(zygote: ZygoteProcess, tmp_path:
         assert len(set(uids)) == 1 and uids == gids
         assert CHILD_ID_BASE <= uids[0] < CHILD_ID_BASE + CHILD_ID_SLOTS
     assert first_ids[0][0] != second_ids[0][0]
+
+
+@needs_root
+def test_each_child_has_a_network_namespace_of_its_own(
+    zygote: ZygoteProcess, tmp_path: Path
+) -> None:
+    """Live children never share a network namespace, nor with the zygote or this process,
+    though the zygote makes each one ahead of its child; a child whose netns layer is off is
+    in the zygote's."""
+    namespaces = []
+    with (
+        idle_child(zygote, tmp_path / "a") as first,
+        idle_child(zygote, tmp_path / "b") as second,
+        idle_child(zygote, tmp_path / "c", disable={"netns"}) as third,
+    ):
+        for pid in (first.pid, second.pid, third.pid, zygote.pid, os.getpid()):
+            namespaces.append(os.readlink(f"/proc/{pid}/ns/net"))
+    assert len(set(namespaces[:2] + namespaces[3:4])) == 3
+    assert namespaces[2] == namespaces[3] == namespaces[4]
 
 
 @needs_root

@@ -19,8 +19,7 @@ from typing import Any
 
 import pytest
 
-from sandbox import BlockingChannel, _compile, _guards, _session, _surface
-from sandbox.protocol import Start
+from sandbox import BlockingChannel, _compile, _guards, _session, _surface, _wire
 
 SAMPLES = """
 import json, math, re, datetime, collections, itertools, functools, statistics, random
@@ -120,7 +119,8 @@ def reachable(roots: Iterable[tuple[str, Any]]) -> set[tuple[str, str]]:
 def script_roots() -> tuple[tuple[str, Any], ...]:
     """The script's starting points: (owner, name, value) of its globals, builtins and
     proxies, plus the samples a real restricted script made."""
-    session = _session.Session(BlockingChannel(-1, -1), Start(source="", tools=["docs.search"]))
+    start = _wire.Start(source="", tools=["docs.search"])
+    session = _session.Session(BlockingChannel(-1, -1), start)
     namespace = session.script_globals()
     compiled = _compile.compile_script(SAMPLES, restricted=True)
     assert isinstance(compiled, tuple), compiled

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import BlockingChannel, ZygoteError, ZygoteProcess
+from sandbox._isolation import python_paths
 from sandbox.protocol import Ready, RunError
 from sandbox.testing import RunRecord, run_script
 
@@ -38,17 +39,26 @@ def test_zygote_has_an_empty_environment(zygote: ZygoteProcess) -> None:
         assert environ.read() == b""
 
 
+def test_the_zygote_and_its_children_never_load_pydantic(zygote: ZygoteProcess) -> None:
+    """Nothing of pydantic is mapped into the zygote (so into no child it forks): the host
+    validates what a child sends, and the child side holds plain classes."""
+    with open(f"/proc/{zygote.pid}/maps") as maps:
+        assert "pydantic" not in maps.read()
+
+
 def test_zygote_holds_no_extra_handles(zygote: ZygoteProcess) -> None:
-    """Besides fds 0-2, the zygote holds only its socket, its epoll fd, child pidfds and (as
-    root) its own PID namespace, to fork each child into a namespace of its own."""
+    """Besides fds 0-2, the zygote holds only its socket, its epoll fd, child pidfds, the
+    Python installation's directories (named in each child's landlock rules) and, as root, its
+    own PID and network namespaces and the network namespace made for the next child."""
     expected = ("socket:", "anon_inode:[eventpoll]", "anon_inode:[pidfd]")
     if os.geteuid() == 0:
-        expected += ("pid:[",)
+        expected += ("pid:[", "net:[")
+    python_dirs = set(python_paths())
     for fd in os.listdir(f"/proc/{zygote.pid}/fd"):
         if int(fd) <= 2:
             continue
         target = os.readlink(f"/proc/{zygote.pid}/fd/{fd}")
-        assert target.startswith(expected), target
+        assert target.startswith(expected) or target in python_dirs, target
 
 
 def test_kill_and_wait(zygote: ZygoteProcess, workspace: Path) -> None:
