@@ -55,15 +55,17 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import hmac
 import itertools
 import logging
 import math
 import os
+import reprlib
 import signal
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Final
@@ -76,6 +78,8 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPDeprecationWarning
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from sandbox.protocol import check_plain
 
 from ._mcp_stdio import MAX_LINE_BYTES, READ_CHUNK, LineSplitter
 from ._results import ScriptResult
@@ -101,6 +105,12 @@ MAX_SESSIONS: Final = 256
 """Sessions open at once, by default."""
 PRINTED_MAX_CHARS: Final = 20_000
 """Characters of a script's printed output put in the text content (all of it is in
+``structuredContent``)."""
+PRINTED_FLUSH_S: Final = 1.0
+"""How long what a run printed may still be sent on once it has ended (and let go its slot)."""
+SESSION_ID_MAX_CHARS: Final = 128
+VALUE_MAX_CHARS: Final = 20_000
+"""Characters of a script's value's ``repr`` put in the text content (the value itself is in
 ``structuredContent``)."""
 PRINTED_EVERY_S: Final = 0.1
 """How often printed output is sent on as ``notifications/message`` (at most)."""
@@ -212,6 +222,12 @@ class _Printed:
         self.last_line = ""
         self.arrived = anyio.Event()
         self.ended = anyio.Event()
+        self.sent = anyio.Event()
+        """Set when the run has ended and all it printed has been sent on."""
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._pending)
 
     def hear(self, text: str) -> None:
         self._pending.append(text)
@@ -412,18 +428,31 @@ class RunPythonServer:
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        arguments: Mapping[str, Any] = params.arguments or {}
         if params.name != TOOL_NAME:
             if self.expose_tools and params.name in self.bridge.tool_names:
-                return await self._call_exposed(params.name, params.arguments or {})
+                return await self._served(self._call_exposed, params.name, arguments)
             return _refusal(f"there is no tool {params.name!r}: call {TOOL_NAME}")
-        arguments: Mapping[str, Any] = params.arguments or {}
         code, inputs, session_id = (arguments.get(k) for k in ("code", "inputs", "session_id"))
         if not isinstance(code, str):
             return _refusal("`code` must be a string: the Python script to run")
         if inputs is not None and not isinstance(inputs, dict):
             return _refusal("`inputs` must be an object")
-        if session_id is not None and not isinstance(session_id, str):
-            return _refusal("`session_id` must be a string")
+        if session_id is not None and not (
+            isinstance(session_id, str) and 0 < len(session_id) <= SESSION_ID_MAX_CHARS
+        ):
+            return _refusal(f"`session_id` must be a string of 1-{SESSION_ID_MAX_CHARS} characters")
+        try:
+            check_plain(inputs or {})
+        except ValueError as exc:
+            return _refusal(f"`inputs` must be plain data: {exc}")
+        return await self._served(self._run_python, ctx, code, inputs, session_id)
+
+    async def _served(
+        self, call: Callable[..., Awaitable[types.CallToolResult]], *args: Any
+    ) -> types.CallToolResult:
+        """``call(*args)`` in a slot: refused while draining, waiting in the queue (or refused
+        when it is full), cancelled by a drain that runs out of time; counted in flight."""
         if self._draining:
             return _refusal(SHUTTING_DOWN)
         self._in_flight += 1
@@ -431,9 +460,10 @@ class RunPythonServer:
         self._scopes.add(scope)
         try:
             with scope:
-                result = await self._run(ctx, code, inputs, session_id)
+                answer = await call(*args)
             if scope.cancelled_caught:
-                return _refusal("the server shut down before this run ended: it was cancelled")
+                return _refusal("the server shut down before this call ended: it was cancelled")
+            return answer
         except ShuttingDown:
             return _refusal(SHUTTING_DOWN)
         except Busy:
@@ -441,33 +471,14 @@ class RunPythonServer:
                 f"the server is busy: {self.max_queued} call(s) already wait for a run slot; "
                 "try again later"
             )
-        except ValueError as exc:  # inputs that aren't plain data
-            return _refusal(str(exc))
         finally:
             self._scopes.discard(scope)
             self._in_flight -= 1
-        return _answer(result)
 
-    async def _call_exposed(self, name: str, arguments: Mapping[str, Any]) -> types.CallToolResult:
-        """One of the bridge's tools, called for the client: its live lane (module doc)."""
-        if self._draining:
-            return _refusal(SHUTTING_DOWN)
-        self._in_flight += 1
-        try:
-            shown = await self.bridge.call_tool(name, arguments)
-        finally:
-            self._in_flight -= 1
-        return types.CallToolResult.model_validate(shown)
-
-    async def _run(
-        self,
-        ctx: ServerRequestContext[Any],
-        code: str,
-        inputs: dict[str, Any] | None,
-        session_id: str | None,
-    ) -> ScriptResult:
-        """Run ``code`` in a slot (waiting in the queue, or :class:`Busy`), reporting its
-        progress and sending on what it prints."""
+    async def _take_slot(self) -> Callable[[], None]:
+        """Take one of ``max_concurrent`` slots, waiting in the queue for it (:class:`Busy`
+        when the queue is full; :class:`ShuttingDown` when a drain began meanwhile); returns
+        what lets it go (at most once, however often it is called)."""
         if self._slots.value == 0 and self._queued >= self.max_queued:
             raise Busy
         self._queued += 1
@@ -475,9 +486,46 @@ class RunPythonServer:
             await self._slots.acquire()
         finally:
             self._queued -= 1
+        held = [True]
+
+        def release() -> None:
+            if held:
+                held.clear()
+                self._slots.release()
+
+        if self._draining:
+            release()
+            raise ShuttingDown
+        return release
+
+    @contextlib.asynccontextmanager
+    async def _slot(self) -> AsyncIterator[None]:
+        """Hold a slot (:meth:`_take_slot`) for the block."""
+        release = await self._take_slot()
         try:
-            if self._draining:
-                raise ShuttingDown
+            yield
+        finally:
+            release()
+
+    async def _call_exposed(self, name: str, arguments: Mapping[str, Any]) -> types.CallToolResult:
+        """One of the bridge's tools, called for the client in a slot: its live lane (module
+        doc)."""
+        async with self._slot():
+            shown = await self.bridge.call_tool(name, arguments)
+        return types.CallToolResult.model_validate(shown)
+
+    async def _run_python(
+        self,
+        ctx: ServerRequestContext[Any],
+        code: str,
+        inputs: dict[str, Any] | None,
+        session_id: str | None,
+    ) -> types.CallToolResult:
+        """Run ``code`` in a slot, reporting its progress and sending on what it prints. The
+        slot is let go as the run ends; what it printed is then sent on for at most
+        :data:`PRINTED_FLUSH_S` more (a client that doesn't read can't hold a slot)."""
+        release = await self._take_slot()  # Busy and ShuttingDown come from here, bare
+        try:
             label = f"run_python-{next(self._labels)}"
             printed = _Printed()
             async with anyio.create_task_group() as sending:
@@ -495,10 +543,14 @@ class RunPythonServer:
                             result = await self._session_step(key, step)
                         reporting.cancel_scope.cancel()
                 finally:
+                    release()
                     printed.end()
-            return result
+                with anyio.move_on_after(PRINTED_FLUSH_S):
+                    await printed.sent.wait()
+                sending.cancel_scope.cancel()
         finally:
-            self._slots.release()
+            release()
+        return _answer(result)
 
     async def _send_printed(self, ctx: ServerRequestContext[Any], printed: _Printed) -> None:
         """Send on what the script prints as ``notifications/message`` (module doc), until
@@ -512,7 +564,8 @@ class RunPythonServer:
                     await ctx.session.send_log_message(
                         "info", piece, logger=TOOL_NAME, related_request_id=ctx.request_id
                     )
-            if printed.ended.is_set():
+            if printed.ended.is_set() and not printed.pending:
+                printed.sent.set()
                 return
             with anyio.move_on_after(PRINTED_EVERY_S):
                 await printed.ended.wait()
@@ -521,9 +574,7 @@ class RunPythonServer:
         held = self._sessions.get(key)
         if held is None:
             if len(self._sessions) >= self.max_sessions:
-                idle = [k for k, s in self._sessions.items() if s.running == 0]
-                if idle:
-                    await self._close_session(min(idle, key=lambda k: self._sessions[k].last_used))
+                await self._make_room()
             session = self.bridge.session()
             await session.__aenter__()
             held = self._sessions[key] = _Session(session)
@@ -535,6 +586,18 @@ class RunPythonServer:
         finally:
             held.running -= 1
             held.last_used = time.monotonic()
+
+    async def _make_room(self) -> None:
+        """Close one idle session to open another: the longest idle of the client (MCP
+        session) that holds the most, so no client can push out another's few by opening
+        many."""
+        idle = [key for key, held in self._sessions.items() if held.running == 0]
+        if not idle:
+            return
+        held_by = collections.Counter(owner for owner, _ in self._sessions)
+        most = max(held_by[owner] for owner, _ in idle)
+        theirs = [key for key in idle if held_by[key[0]] == most]
+        await self._close_session(min(theirs, key=lambda key: self._sessions[key].last_used))
 
     async def _close_session(self, key: tuple[str | None, str]) -> None:
         held = self._sessions.pop(key, None)
@@ -616,6 +679,23 @@ def _refusal(message: str) -> types.CallToolResult:
     )
 
 
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = VALUE_MAX_CHARS
+_REPR.maxlong = 1_000
+_REPR.maxlevel = 8
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 200
+
+
+def _short_repr(value: Any) -> str:
+    """``repr(value)`` at most :data:`VALUE_MAX_CHARS` long, built in time bounded by that
+    (a long string or a big container is cut with ``...``); the whole value is in
+    ``structuredContent``."""
+    shown = _REPR.repr(value)
+    if len(shown) <= VALUE_MAX_CHARS:
+        return shown
+    return shown[:VALUE_MAX_CHARS] + " ... (cut; all of it is in structuredContent.value)"
+
+
 def _answer(result: ScriptResult) -> types.CallToolResult:
     """``result`` as a ``tools/call`` result: text, ``structuredContent``, ``isError``."""
     lines: list[str] = []
@@ -628,7 +708,7 @@ def _answer(result: ScriptResult) -> types.CallToolResult:
         where = f" (line {error.line})" if error.line else ""
         lines.append(f"error: {error.type}{where}: {error.message}")
     else:
-        lines.append(f"value: {result.value!r}")
+        lines.append(f"value: {_short_repr(result.value)}")
     lines += [f"wrote: out/{output}" for output in result.outputs]
     return types.CallToolResult(
         content=[types.TextContent(type="text", text="\n".join(lines))],

@@ -2,7 +2,8 @@
 driven over stdio (raw JSON-RPC lines, or the ``mcp`` SDK's client) and over streamable HTTP,
 with real upstream servers and real children. No mocks.
 
-A test here that fails shows a weakness; one that passes pins a defence that held.
+Each test's docstring tells an attack; the test holds it stopped. Those under "weaknesses"
+once got through (each was red before its fix); those under "what held" never did.
 """
 
 from __future__ import annotations
@@ -90,7 +91,12 @@ def raw_serve(*args: str) -> Iterator[Raw]:
         raw.process.communicate(timeout=30)
 
 
-async def test_sigterm_drain_is_held_up_by_an_exposed_tool_call(tmp_path: pathlib.Path) -> None:
+# --- weaknesses ----------------------------------------------------------------------------
+
+
+async def test_an_exposed_tool_call_in_flight_does_not_hold_the_drain(
+    tmp_path: pathlib.Path,
+) -> None:
     """SIGTERM drain. ``--drain-s 0.5`` should stop the server within about a second, but a
     call of an *exposed* tool isn't among the scopes the drain cancels (``_call_exposed`` is
     counted in flight, never cancelled), so a client that calls a tool whose server doesn't
@@ -182,7 +188,7 @@ async def slow_body(stream: trio.SocketStream, request: Request) -> None:
     await body(b"payload", content_type="text/plain")(stream, request)
 
 
-async def test_one_client_keeps_another_clients_run_past_its_wall_time(
+async def test_one_client_cannot_keep_another_clients_run_past_its_wall_time(
     tmp_path: pathlib.Path, nursery: trio.Nursery
 ) -> None:
     """Availability across clients (and SPEC 7.6). A hostile client keeps two runs going, one
@@ -234,7 +240,7 @@ def too_deep(depth: int = 120) -> list[Any]:
     return value
 
 
-async def test_a_client_closes_another_clients_session(tmp_path: pathlib.Path) -> None:
+async def test_a_client_cannot_close_another_clients_session(tmp_path: pathlib.Path) -> None:
     """Sessions across clients. Over HTTP a ``session_id`` belongs to its MCP session, but
     the cap on sessions (256) is one for the whole server and opening one more closes the
     longest idle, whoever owns it. A client opens 256 sessions for nothing (each call's inputs
@@ -278,7 +284,7 @@ def rss_kib(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
-async def test_session_ids_are_unbounded_in_length(tmp_path: pathlib.Path) -> None:
+async def test_session_ids_are_bounded_in_length(tmp_path: pathlib.Path) -> None:
     """Memory. A ``session_id`` is kept as a key for as long as its session lives (600 s idle),
     with no bound on its length: 256 sessions of 16 MiB ids pin about 4 GiB. Here 24 calls with
     8 MiB ids (each refused at once, no child started) grow the server by about 190 MiB."""
@@ -326,7 +332,7 @@ def http_initialize(http: httpx.Client, url: str) -> dict[str, str]:
     return headers
 
 
-async def test_a_client_that_never_reads_its_answer_pins_a_run_slot(
+async def test_a_client_that_never_reads_its_answer_does_not_pin_a_run_slot(
     tmp_path: pathlib.Path,
 ) -> None:
     """Exhaustion. What a script prints is sent on as ``notifications/message`` from a task
@@ -362,7 +368,7 @@ async def test_a_client_that_never_reads_its_answer_pins_a_run_slot(
         assert not answer["result"]["isError"], answer
 
 
-async def test_a_value_is_put_in_the_text_uncut_and_escaped(tmp_path: pathlib.Path) -> None:
+async def test_a_value_is_cut_in_the_text_content(tmp_path: pathlib.Path) -> None:
     """Memory amplification. The text content cuts what a script printed at 20,000 characters
     (all of it being in ``structuredContent``), but puts the value's ``repr`` in whole: a
     script whose value is 4 MiB of control characters (within the 16 MiB message bound) gets

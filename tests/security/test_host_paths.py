@@ -2,7 +2,8 @@
 ``Bridge.call_tool`` (SPEC sections 4, 5, 6 and 7). Real bridges, real children, a real loopback
 payload server; no mocks.
 
-A test here that fails shows a weakness; one that passes pins a defence that held.
+Each test's docstring tells an attack; the test holds it stopped. Those under "weaknesses"
+once got through (each was red before its fix); those under "what held" never did.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ async def bridge(tmp_path: pathlib.Path) -> AsyncIterator[Bridge]:
 # --- weaknesses ----------------------------------------------------------------------------
 
 
-async def test_a_fetch_outlives_its_wall_time_while_another_run_floods_the_gate(
+async def test_a_fetch_does_not_outlive_its_wall_time_while_another_run_floods_the_gate(
     bridge: Bridge, payloads: LoopbackServer
 ) -> None:
     """SPEC 7.6 (a script outlives its wall time). A run whose download ends while another
@@ -119,7 +120,7 @@ async def test_a_fetch_outlives_its_wall_time_while_another_run_floods_the_gate(
     )
 
 
-async def test_a_host_view_during_a_flood_shows_a_uri_the_flood_marks_never(
+async def test_a_host_view_during_a_flood_fails_closed(
     bridge: Bridge, payloads: LoopbackServer
 ) -> None:
     """SPEC 4 ("marks land before anything is awaited for the result that carries them") and
@@ -164,7 +165,7 @@ async def test_a_host_view_during_a_flood_shows_a_uri_the_flood_marks_never(
     assert markers.MARKS_LANDING in shown["stored"] or markers.PAYLOAD_NEVER in shown["stored"]
 
 
-async def test_a_runs_journal_keeps_every_uri_it_ever_saw(bridge: Bridge) -> None:
+async def test_a_runs_journal_is_bounded(bridge: Bridge) -> None:
     """Host memory (SPEC 7.6: a hostile party takes the supervisor down). Every run keeps a
     journal (``ReferenceRegistry.journal``) of each record that changed while it was open, and
     nothing bounds it, or ever reads it. A server that names fresh uris in each result (a
