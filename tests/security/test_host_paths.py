@@ -96,6 +96,7 @@ async def test_a_fetch_does_not_outlive_its_wall_time_while_another_run_floods_t
     async def victim() -> None:
         source = 'read_text(fetch(call_tool("links")["content"][0]))'
         results["victim"] = await bridge.run(source, limits=Limits(wall_s=1.0))
+        nursery.cancel_scope.cancel()  # the attack has had its chance
 
     async def attacker() -> None:
         source = 'call_tool("go")\nlen(call_tools([("big", {})] * 500))'
