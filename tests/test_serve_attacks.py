@@ -427,6 +427,44 @@ async def test_a_client_whose_request_never_ends_cannot_hold_the_shutdown(
         process.communicate(timeout=30)
 
 
+async def test_a_client_with_many_mcp_sessions_cannot_close_another_clients_session(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Sessions across clients (``_make_room``'s fair eviction). When the server holds
+    ``MAX_SESSIONS`` sessions, opening one more closes the longest idle of the MCP session
+    that holds the most; but an MCP session costs one ``initialize``, so a client that opens
+    each of its sessions in an MCP session of its own holds one per MCP session, as its
+    victim does, and the tie goes to the longest idle: the victim's. 256 MCP sessions, each
+    running one empty step, and the victim's session, with its state, is gone."""
+    async with http_serve("--workspace", str(tmp_path / "ws")) as url:
+
+        def attack() -> Any:
+            with httpx.Client(timeout=30) as http:
+                victim = http_initialize(http, url)
+                kept = {"code": "secret = 'the victim keeps this'", "session_id": "mine"}
+                params = {"name": "run_python", "arguments": kept}
+                call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
+                assert 'isError":false' in http.post(url, headers=victim, json=call).text
+                for _ in range(256):
+                    other = http_initialize(http, url)
+                    params = {"name": "run_python", "arguments": {"code": "", "session_id": "s"}}
+                    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
+                    http.post(url, headers=other, json=call)
+                params = {
+                    "name": "run_python",
+                    "arguments": {"code": "secret", "session_id": "mine"},
+                }
+                call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params}
+                answer = http.post(url, headers=victim, json=call).text
+                line = next(line for line in answer.splitlines() if line.startswith("data:"))
+                return json.loads(line[5:])["result"]
+
+        later = await trio.to_thread.run_sync(attack)
+        assert (later.get("structuredContent") or {}).get("value") == "the victim keeps this", (
+            later["content"]
+        )
+
+
 # --- what held -----------------------------------------------------------------------------
 
 PEER = f"peer={sys.executable} {ROOT / 'examples' / 'peer.py'} --payload-base http://127.0.0.1:9"
