@@ -384,6 +384,88 @@ async def test_a_value_is_cut_in_the_text_content(tmp_path: pathlib.Path) -> Non
         assert len(text) <= 100_000, f"the text content holds {len(text):,} characters"
 
 
+# --- weaknesses (second pass) ------------------------------------------------------------
+
+
+async def test_a_client_whose_request_never_ends_cannot_hold_the_shutdown(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Shutdown (``serve --http``, SIGTERM). The drain ends the runs, then uvicorn's graceful
+    shutdown waits for every open connection's request to complete, with no deadline
+    (``uvicorn.Config`` gets no ``timeout_graceful_shutdown``). A client that sends a
+    ``tools/call`` whose body never ends (its ``Content-Length`` a few bytes more than it
+    sends) keeps the server running after SIGTERM for as long as it keeps the socket open;
+    so does one that never reads the answer of a call that printed a megabyte (and over stdio,
+    a client that doesn't read stdout). ``--drain-s 0.5`` should exit within a few seconds."""
+    port = free_port()
+    args = ["--workspace", str(tmp_path / "ws"), "--drain-s", "0.5", "--http", f"127.0.0.1:{port}"]
+    process = subprocess.Popen(
+        [*SERVE, *args], env=serve_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        await wait_listening(port, process)
+        url = f"http://127.0.0.1:{port}/mcp"
+        with httpx.Client(timeout=30) as http, socket.create_connection(("127.0.0.1", port)) as s:
+            headers = await trio.to_thread.run_sync(http_initialize, http, url)
+            data = json.dumps(tools_call(2, "1")).encode()
+            head = f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            head += f"Content-Length: {len(data) + 10}\r\n"  # ten bytes that never come
+            head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+            s.sendall(head.encode() + data)
+            await trio.sleep(0.5)
+            process.send_signal(signal.SIGTERM)
+            signalled = time.monotonic()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                await trio.to_thread.run_sync(lambda: process.wait(timeout=6))
+            waited = time.monotonic() - signalled
+            assert process.poll() is not None, (
+                f"serve --http --drain-s 0.5 still running {waited:.1f} s after SIGTERM: a "
+                "request whose body never ends holds uvicorn's graceful shutdown"
+            )
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=30)
+
+
+async def test_a_client_with_many_mcp_sessions_cannot_close_another_clients_session(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Sessions across clients (``_make_room``'s fair eviction). When the server holds
+    ``MAX_SESSIONS`` sessions, opening one more closes the longest idle of the MCP session
+    that holds the most; but an MCP session costs one ``initialize``, so a client that opens
+    each of its sessions in an MCP session of its own holds one per MCP session, as its
+    victim does, and the tie goes to the longest idle: the victim's. 256 MCP sessions, each
+    running one empty step, and the victim's session, with its state, is gone."""
+    async with http_serve("--workspace", str(tmp_path / "ws")) as url:
+
+        def attack() -> Any:
+            with httpx.Client(timeout=30) as http:
+                victim = http_initialize(http, url)
+                kept = {"code": "secret = 'the victim keeps this'", "session_id": "mine"}
+                params = {"name": "run_python", "arguments": kept}
+                call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
+                assert 'isError":false' in http.post(url, headers=victim, json=call).text
+                for _ in range(256):
+                    other = http_initialize(http, url)
+                    params = {"name": "run_python", "arguments": {"code": "", "session_id": "s"}}
+                    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
+                    http.post(url, headers=other, json=call)
+                params = {
+                    "name": "run_python",
+                    "arguments": {"code": "secret", "session_id": "mine"},
+                }
+                call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params}
+                answer = http.post(url, headers=victim, json=call).text
+                line = next(line for line in answer.splitlines() if line.startswith("data:"))
+                return json.loads(line[5:])["result"]
+
+        later = await trio.to_thread.run_sync(attack)
+        assert (later.get("structuredContent") or {}).get("value") == "the victim keeps this", (
+            later["content"]
+        )
+
+
 # --- what held -----------------------------------------------------------------------------
 
 PEER = f"peer={sys.executable} {ROOT / 'examples' / 'peer.py'} --payload-base http://127.0.0.1:9"

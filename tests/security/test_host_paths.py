@@ -205,6 +205,41 @@ async def test_a_runs_journal_is_bounded(bridge: Bridge) -> None:
     )
 
 
+# --- weaknesses (second pass) ------------------------------------------------------------
+
+
+async def test_a_never_of_the_same_result_withholds_every_spelling_of_its_uri(
+    bridge: Bridge, payloads: LoopbackServer
+) -> None:
+    """SPEC 4 (canonical keys: "every never mark, every check of one ... keyed by the uri's
+    canonical key") and 6.1 (a reference is withheld when "one [never] of the same result"
+    claims it; "the host rendered before it ingested"). A result that links a saved payload
+    and, in the same result, claims never for another spelling of its uri (host case, default
+    port, a fragment) is rendered by the host before it ingests it: the claims of the result
+    are checked by the raw uri (``reference.uri in claims.never``), so the view shows the uri
+    and the saved path, and the stored copy ``saved: refs/...``. With the same spelling, both
+    withhold it (``PAYLOAD_NEVER``)."""
+    uri = payloads.url("/p.txt")
+    fetched = await bridge.fetcher.fetch(bridge.ingest({"content": [link(uri)]}, server=None)[0])
+    assert isinstance(fetched, Saved), fetched
+    spelled = f"HTTP://127.0.0.1:{payloads.port}/p.txt#again"
+
+    def views(never_uri: str) -> tuple[dict[str, Any], str]:
+        result = {"content": [link(uri), never_image(never_uri)]}  # not ingested yet
+        return render_script_view(result, bridge.registry), lanes.stored_copy(
+            result, bridge.registry
+        )
+
+    same, same_stored = views(uri)
+    assert same["content"][0]["unfetchable"] == markers.PAYLOAD_NEVER, same  # the control
+    assert "saved:" not in same_stored, same_stored
+    view, stored = views(spelled)
+    block = view["content"][0]
+    assert "uri" not in block and block["savedTo"] is None, block
+    assert block["unfetchable"] == markers.PAYLOAD_NEVER, block
+    assert "saved:" not in stored, stored
+
+
 # --- what held -----------------------------------------------------------------------------
 
 
