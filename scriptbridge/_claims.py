@@ -26,10 +26,11 @@ claims, faster, and keeps no classification alive. :func:`read_claims` tries it 
 from __future__ import annotations
 
 from collections.abc import Generator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ._blocks import BLOCK_TYPES
+from ._canonical import canonical_key
 from ._classify import (
     Classification,
     Embedded,
@@ -62,6 +63,21 @@ class Claims:
     never: frozenset[str]
     references: tuple[Reference, ...]
     unreadable: str | None
+    _never_keys: frozenset[str] | None = field(default=None, repr=False, compare=False)
+
+    def names_never(self, uri: str) -> bool:
+        """Whether a never of this result names ``uri``: as sent, or under another spelling of
+        the same request (its canonical key, SPEC section 4). Costs nothing when the result
+        claims no never."""
+        if not self.never:
+            return False
+        if uri in self.never:
+            return True
+        keys = self._never_keys
+        if keys is None:
+            keys = frozenset(canonical_key(claimed) for claimed in self.never)
+            object.__setattr__(self, "_never_keys", keys)
+        return canonical_key(uri) in keys
 
 
 def read_claims(result: object, memo: dict[int, Classification] | None = None) -> Claims:

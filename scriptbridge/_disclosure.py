@@ -96,7 +96,7 @@ def show_reference(
     reference: Reference, registry: ReferenceRegistry, claims: Claims
 ) -> ShownReference:
     """What may be shown of a reference block, read from its record when it has one."""
-    claimed_never = reference.never or reference.uri in claims.never
+    claimed_never = reference.never or claims.names_never(reference.uri)
     record = registry.record_for(reference.uri)
     if record is not None:
         return _shown(record, registry, claims, claimed_never)
@@ -129,7 +129,7 @@ def show_record(
     ``never`` says the block that names it claims never itself: with it, this is what
     :func:`show_reference` shows of a reference block whose uri has this record.
     """
-    return _shown(record, registry, claims, never or record.uri in claims.never)
+    return _shown(record, registry, claims, never or claims.names_never(record.uri))
 
 
 def _shown(

@@ -705,7 +705,7 @@ class _Walk:
         :attr:`record_views` is the view under this walk's claims.
         """
         unclaimed = self.record_views[False]
-        late = [uri for uri in unclaimed if uri in self.claims.never]
+        late = [uri for uri in unclaimed if self.claims.names_never(uri)]
         if not late:
             return
         for uri in late:
@@ -713,7 +713,7 @@ class _Walk:
         for index in links:
             block = blocks[index]
             uri = block["uri"]
-            if uri in self.claims.never:
+            if self.claims.names_never(uri):
                 content[index] = self.show_link(block, uri, is_never(block.get("disposition")))
 
     def show_link(self, block: dict[Any, Any], uri: str, never: bool) -> dict[str, Any]:

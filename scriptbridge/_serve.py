@@ -48,7 +48,9 @@ Guarantees:
   MCP session, shares its ids with every other stateless one). Plain globals and top-level
   definitions carry from one successful call to the next. A session idle for
   ``session_idle_s`` is closed; at most ``max_sessions`` (:data:`MAX_SESSIONS` by default)
-  are open, and opening one more closes the longest idle.
+  are open, and opening one more closes the longest idle of the same client's (MCP session's),
+  or is refused with an error result when that client has none idle: a client's sessions are
+  never closed to make room for another's.
 """
 
 from __future__ import annotations
@@ -101,6 +103,8 @@ PROGRESS_EVERY_S: Final = 0.5
 """How often a run with a progress token is reported on (at least once a second)."""
 ANSWER_GRACE_S: Final = 0.2
 """After a drain, how long the answers of the last calls are given to reach the client."""
+GRACEFUL_SHUTDOWN_S: Final = 2
+"""After a drain, the seconds uvicorn waits for open connections before it closes them."""
 MAX_SESSIONS: Final = 256
 """Sessions open at once, by default."""
 PRINTED_MAX_CHARS: Final = 20_000
@@ -168,6 +172,10 @@ class Busy(Exception):
     """The run queue is full."""
 
 
+class TooManySessions(Exception):
+    """No session can be opened: ``max_sessions`` are open and none of the caller's is idle."""
+
+
 class ShuttingDown(Exception):
     """The server is draining: no new run starts."""
 
@@ -210,6 +218,40 @@ class _StdinLines:
                 else:
                     self._ready.append(line)
         return self._ready.popleft().decode("utf-8", "replace")
+
+
+class _StdoutWriter:
+    """This process's stdout for the MCP messages, written without a thread, so a shutdown can
+    stop a write that a client never reads; fd 1 itself points at stderr meanwhile, as the SDK
+    does (a stray print never reaches the wire). It is what the SDK's ``stdio_server`` writes
+    to: ``write`` buffers a message, ``flush`` sends it whole."""
+
+    def __init__(self) -> None:
+        self._fd = os.dup(1)
+        os.set_blocking(self._fd, False)
+        os.dup2(2, 1)
+        self._buffer = bytearray()
+
+    def close(self) -> None:
+        os.set_blocking(self._fd, True)
+        os.dup2(self._fd, 1)
+        os.close(self._fd)
+
+    async def write(self, text: str) -> None:
+        self._buffer += text.encode("utf-8")
+
+    async def flush(self) -> None:
+        sent = 0
+        data = memoryview(self._buffer)
+        try:
+            while sent < len(data):
+                try:
+                    sent += os.write(self._fd, data[sent:])
+                except BlockingIOError:
+                    await anyio.wait_writable(self._fd)
+        finally:
+            data.release()
+            del self._buffer[:sent]
 
 
 class _Printed:
@@ -302,15 +344,16 @@ class RunPythonServer:
         """Serve one client on this process's stdin and stdout until stdin closes or SIGTERM
         comes (then :meth:`drain` for ``drain_s``); sessions are expired meanwhile. When this
         returns, every run it started has ended and every call has had its answer."""
-        lines = _StdinLines()
+        lines, out = _StdinLines(), _StdoutWriter()
         try:
             async with anyio.create_task_group() as nursery:
                 nursery.start_soon(self.expire_sessions)
                 nursery.start_soon(self._drain_on_sigterm, drain_s, nursery.cancel_scope)
-                async with stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
+                async with stdio_server(stdin=lines, stdout=out) as (read, write):  # type: ignore[arg-type]
                     await self.server.run(read, write, self.server.create_initialization_options())
                 nursery.cancel_scope.cancel()
         finally:
+            out.close()
             lines.close()
 
     async def _drain_on_sigterm(self, drain_s: float, serving: anyio.CancelScope) -> None:
@@ -347,7 +390,14 @@ class RunPythonServer:
         )
         if token is not None:
             app = BearerGate(app, token)
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            lifespan="on",
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,  # a request that never ends can't
+        )  # hold the exit
         loop = asyncio.get_running_loop()
         stopping = asyncio.Event()
         server = _DrainingUvicorn(config, lambda: loop.call_soon_threadsafe(stopping.set))
@@ -471,6 +521,12 @@ class RunPythonServer:
                 f"the server is busy: {self.max_queued} call(s) already wait for a run slot; "
                 "try again later"
             )
+        except TooManySessions:
+            return _refusal(
+                f"the server holds {self.max_sessions} sessions, the most it keeps, and none of "
+                f"yours is idle: reuse one of your session_ids, or wait for one to end (a "
+                f"session idle for {self.session_idle_s:g} s is closed)"
+            )
         finally:
             self._scopes.discard(scope)
             self._in_flight -= 1
@@ -526,6 +582,8 @@ class RunPythonServer:
         :data:`PRINTED_FLUSH_S` more (a client that doesn't read can't hold a slot)."""
         release = await self._take_slot()  # Busy and ShuttingDown come from here, bare
         try:
+            key = (_mcp_session_of(ctx), session_id) if session_id is not None else None
+            held = await self._open_session(key) if key is not None else None  # bare, too
             label = f"run_python-{next(self._labels)}"
             printed = _Printed()
             async with anyio.create_task_group() as sending:
@@ -533,14 +591,13 @@ class RunPythonServer:
                 try:
                     async with anyio.create_task_group() as reporting:
                         reporting.start_soon(self._report_progress, ctx, label, printed)
-                        if session_id is None:
+                        if held is None:
                             result = await self.bridge.run(
                                 code, inputs=inputs, label=label, on_output=printed.hear
                             )
                         else:
                             step = _Step(code, inputs, label, printed.hear)
-                            key = (_mcp_session_of(ctx), session_id)
-                            result = await self._session_step(key, step)
+                            result = await self._session_step(held, step)
                         reporting.cancel_scope.cancel()
                 finally:
                     release()
@@ -570,14 +627,26 @@ class RunPythonServer:
             with anyio.move_on_after(PRINTED_EVERY_S):
                 await printed.ended.wait()
 
-    async def _session_step(self, key: tuple[str | None, str], step: _Step) -> ScriptResult:
+    async def _open_session(self, key: tuple[str | None, str]) -> _Session:
+        """The session ``key`` names, opened if it isn't. When ``max_sessions`` are open, the
+        longest idle session of the same client (MCP session) is closed to make room;
+        :class:`TooManySessions` when that client has none idle: no client's sessions are
+        ever closed to make room for another's."""
         held = self._sessions.get(key)
-        if held is None:
-            if len(self._sessions) >= self.max_sessions:
-                await self._make_room()
-            session = self.bridge.session()
-            await session.__aenter__()
-            held = self._sessions[key] = _Session(session)
+        if held is not None:
+            return held
+        if len(self._sessions) >= self.max_sessions:
+            owner = key[0]
+            theirs = [k for k, s in self._sessions.items() if k[0] == owner and s.running == 0]
+            if not theirs:
+                raise TooManySessions
+            await self._close_session(min(theirs, key=lambda k: self._sessions[k].last_used))
+        session = self.bridge.session()
+        await session.__aenter__()
+        held = self._sessions[key] = _Session(session)
+        return held
+
+    async def _session_step(self, held: _Session, step: _Step) -> ScriptResult:
         held.running += 1
         try:
             return await held.session.run(
@@ -586,18 +655,6 @@ class RunPythonServer:
         finally:
             held.running -= 1
             held.last_used = time.monotonic()
-
-    async def _make_room(self) -> None:
-        """Close one idle session to open another: the longest idle of the client (MCP
-        session) that holds the most, so no client can push out another's few by opening
-        many."""
-        idle = [key for key, held in self._sessions.items() if held.running == 0]
-        if not idle:
-            return
-        held_by = collections.Counter(owner for owner, _ in self._sessions)
-        most = max(held_by[owner] for owner, _ in idle)
-        theirs = [key for key in idle if held_by[key[0]] == most]
-        await self._close_session(min(theirs, key=lambda key: self._sessions[key].last_used))
 
     async def _close_session(self, key: tuple[str | None, str]) -> None:
         held = self._sessions.pop(key, None)

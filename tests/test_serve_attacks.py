@@ -508,3 +508,25 @@ async def test_output_stays_with_its_client_and_exposed_embeds_hide_uris(
     assert all("peer://" not in text for text in shown), shown
     assert "embedded words" in shown[0] and '"image"' in shown[1], shown
     assert "application/pdf" in shown[2] and markers.PAYLOAD_NEVER not in shown[2], shown
+
+
+async def test_a_stdio_client_that_never_reads_cannot_hold_the_shutdown(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Shutdown over stdio. A client that calls a script printing a megabyte (sent on as
+    notifications) and never reads stdout fills the pipe; the server's writes then wait for
+    it. After SIGTERM with ``--drain-s 0.5`` the server must still exit within a few seconds
+    (its writes are cancellable: no thread blocked in ``write``)."""
+    with raw_serve("--workspace", str(tmp_path), "--drain-s", "0.5") as raw:
+        await trio.to_thread.run_sync(raw.initialize)
+        raw.call(2, "run_python", {"code": "for _ in range(1000):\n    print('x' * 1000)\n1"})
+        await trio.sleep(1.5)  # the run is over; its output fills the unread pipe
+        raw.process.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            await trio.to_thread.run_sync(lambda: raw.process.wait(timeout=6))
+        waited = time.monotonic() - signalled
+        assert raw.process.poll() is not None, (
+            f"serve --drain-s 0.5 still running {waited:.1f} s after SIGTERM: a client that "
+            "doesn't read stdout holds it"
+        )
