@@ -53,7 +53,7 @@ from ._limits import Limits
 from ._mcp import McpServer
 from ._results import ScriptResult
 from ._run_state import RunProgress
-from ._serve import RunPythonServer
+from ._serve import MAX_SESSIONS, RunPythonServer
 from ._supervisor import Bridge
 from ._tools import python_tool
 from ._workspace import remove_tree
@@ -86,6 +86,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--max-queued", type=int, default=64, metavar="N", help="calls waiting for a run (64)"
+    )
+    serve.add_argument(
+        "--max-sessions",
+        type=int,
+        default=MAX_SESSIONS,
+        metavar="N",
+        help=f"session_ids kept at once ({MAX_SESSIONS})",
     )
     serve.add_argument(
         "--session-idle",
@@ -314,6 +321,7 @@ async def _serve(args: argparse.Namespace) -> int:
             max_concurrent=args.max_concurrent,
             max_queued=args.max_queued,
             session_idle_s=args.session_idle,
+            max_sessions=args.max_sessions,
             expose_tools=args.expose_tools,
         )
         if where is None:

@@ -60,8 +60,9 @@ from scriptbridge._limits import Limits
 from scriptbridge._results import ScriptResult
 from scriptbridge._tools import python_tool
 
-EXAMPLES = {"streams": 800, "open-pipe": 250, "served": 200, "decoder": 600, "channel": 250}
-"""Each Hypothesis test's examples in a default run."""
+EXAMPLES = {"streams": 400, "open-pipe": 150, "served": 120, "decoder": 300, "channel": 150}
+"""Each Hypothesis test's examples in a default run (``make test``); set
+``SCRIPTBRIDGE_FUZZ_EXAMPLES`` to a total for a deeper run."""
 DEFAULT_TOTAL = sum(EXAMPLES.values())
 
 

@@ -372,7 +372,7 @@ def check_paths_agree(results: list[Any], reg: ReferenceRegistry) -> int:
     return plain_renders
 
 
-SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS

@@ -243,18 +243,18 @@ def too_deep(depth: int = 120) -> list[Any]:
 
 async def test_a_client_cannot_close_another_clients_session(tmp_path: pathlib.Path) -> None:
     """Sessions across clients. Over HTTP a ``session_id`` belongs to its MCP session, but
-    the cap on sessions (256) is one for the whole server and opening one more closes the
-    longest idle, whoever owns it. A client opens 256 sessions for nothing (each call's inputs
-    are too deep, so no child ever starts: about a millisecond each) and another client's
-    session, with its state, is gone."""
+    the cap on sessions (here ``--max-sessions 8``) is one for the whole server and opening one
+    more closed the longest idle, whoever owned it. A client opens as many sessions for
+    nothing (each call's inputs are too deep, so no child ever starts: about a millisecond
+    each) and another client's session, with its state, was gone."""
     async with (
-        http_serve("--workspace", str(tmp_path / "ws")) as url,
+        http_serve("--workspace", str(tmp_path / "ws"), "--max-sessions", "8") as url,
         client(url) as victim,
         client(url) as attacker,
     ):
         kept = {"code": "secret = 'the victim keeps this'", "session_id": "mine"}
         assert not (await victim.call_tool("run_python", kept)).is_error
-        for n in range(256):
+        for n in range(8):
             args = {"code": "", "session_id": f"s{n}", "inputs": {"x": too_deep()}}
             with contextlib.suppress(MCPError):  # see test_inputs_too_deep_are_refused...
                 await attacker.call_tool("run_python", args)
@@ -435,9 +435,10 @@ async def test_a_client_with_many_mcp_sessions_cannot_close_another_clients_sess
     ``MAX_SESSIONS`` sessions, opening one more closes the longest idle of the MCP session
     that holds the most; but an MCP session costs one ``initialize``, so a client that opens
     each of its sessions in an MCP session of its own holds one per MCP session, as its
-    victim does, and the tie goes to the longest idle: the victim's. 256 MCP sessions, each
-    running one empty step, and the victim's session, with its state, is gone."""
-    async with http_serve("--workspace", str(tmp_path / "ws")) as url:
+    victim does, and the tie went to the longest idle: the victim's. As many MCP sessions as
+    the cap (here ``--max-sessions 8``), each running one empty step, and the victim's
+    session, with its state, was gone."""
+    async with http_serve("--workspace", str(tmp_path / "ws"), "--max-sessions", "8") as url:
 
         def attack() -> Any:
             with httpx.Client(timeout=30) as http:
@@ -446,7 +447,7 @@ async def test_a_client_with_many_mcp_sessions_cannot_close_another_clients_sess
                 params = {"name": "run_python", "arguments": kept}
                 call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
                 assert 'isError":false' in http.post(url, headers=victim, json=call).text
-                for _ in range(256):
+                for _ in range(8):
                     other = http_initialize(http, url)
                     params = {"name": "run_python", "arguments": {"code": "", "session_id": "s"}}
                     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}

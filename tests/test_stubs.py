@@ -472,7 +472,7 @@ _JSON = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     input_schema=st.dictionaries(_KEYS | _TEXT, _JSON, max_size=6),
     output_schema=st.none() | st.dictionaries(_KEYS | _TEXT, _JSON, max_size=4),
