@@ -30,7 +30,6 @@ import importlib.util
 import inspect
 import json
 import logging
-import os
 import re
 import shlex
 import sys
@@ -54,6 +53,7 @@ from ._mcp import McpServer
 from ._results import ScriptResult
 from ._run_state import RunProgress
 from ._serve import MAX_SESSIONS, RunPythonServer
+from ._spares import usable_cpus
 from ._supervisor import Bridge
 from ._tools import python_tool
 from ._workspace import remove_tree
@@ -80,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--max-concurrent",
         type=int,
-        default=(os.cpu_count() or 1) * 2,
+        default=usable_cpus() * 2,
         metavar="N",
         help="runs at once (default: CPU count x 2)",
     )

@@ -45,7 +45,14 @@ from ._run_dirs import RunDir, RunDirs
 if TYPE_CHECKING:
     from ._launcher import Child
 
-__all__ = ["MAX_SPARES", "READY_TIMEOUT_S", "SPARE_CHILDREN", "SPARE_MEMORY_S", "SparePool"]
+__all__ = [
+    "MAX_SPARES",
+    "READY_TIMEOUT_S",
+    "SPARE_CHILDREN",
+    "SPARE_MEMORY_S",
+    "SparePool",
+    "usable_cpus",
+]
 
 log = logging.getLogger("scriptbridge.supervisor")
 
@@ -73,13 +80,22 @@ class _Spare:
     """The OS limits it was forked with: it serves only a run whose limits are these."""
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity: a container's or a pinning's share),
+    at least 1; the machine's count where affinity can't be read."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
 class SparePool:
     """Spares forked by ``fork`` for ``limits``, in directories of ``dirs``; their channels read
     frames of at most ``message_limit`` bytes. ``broken()`` says when forking can't work any
     more (the zygote is gone): then :meth:`keep` stops.
 
     ``max_spares`` bounds spares held plus forks in flight; ``parallel`` bounds forks in flight
-    (by default the CPU count, within ``max_spares``).
+    (by default the CPUs this process may run on, :func:`usable_cpus`, within ``max_spares``).
 
     Raises:
         ValueError: ``max_spares`` is negative or ``parallel`` is below 1.
@@ -106,7 +122,7 @@ class SparePool:
         self._message_limit = message_limit
         self._broken = broken
         self._max = max_spares
-        self._parallel = parallel if parallel is not None else max(1, os.cpu_count() or 1)
+        self._parallel = parallel if parallel is not None else usable_cpus()
         self._spares: deque[_Spare] = deque()
         self._starting = 0
         self._wanted = trio.Event()

@@ -17,7 +17,7 @@ from sandbox import ChildExit, ChildLimits
 from sandbox.protocol import Ready, encode_frame
 from scriptbridge._launcher import Child
 from scriptbridge._run_dirs import RunDir, RunDirs
-from scriptbridge._spares import SPARE_CHILDREN, SparePool
+from scriptbridge._spares import SPARE_CHILDREN, SparePool, usable_cpus
 
 LIMITS = ChildLimits()
 
@@ -187,3 +187,15 @@ async def test_a_negative_bound_is_refused(dirs: RunDirs) -> None:
     """The bound is a count of processes: a negative one is a ``ValueError``."""
     with pytest.raises(ValueError, match="max_spares"):
         pool_of(Forks(gated=False), dirs, max_spares=-1)
+
+
+def test_usable_cpus_follow_the_affinity() -> None:
+    """Spares are forked as many at once as the CPUs this process may run on: a pinning (or a
+    container's share) counts, not the machine's count."""
+    mine = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {min(mine)})
+        assert usable_cpus() == 1
+    finally:
+        os.sched_setaffinity(0, mine)
+    assert usable_cpus() == len(mine)
