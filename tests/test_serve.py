@@ -7,7 +7,6 @@ import json
 import os
 import pathlib
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,14 +21,13 @@ from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from serving import ROOT, SERVE, free_port, serve_env, wait_listening
 
 from scriptbridge import Bridge, markers
 from scriptbridge._cli import main
 from scriptbridge._demo import payload_server
 from scriptbridge._serve import RunPythonServer
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-SERVE = [sys.executable, "-m", "scriptbridge._cli", "serve"]
 CATALOG = f"catalog={sys.executable} {ROOT / 'examples' / 'catalog_server.py'}"
 
 
@@ -289,29 +287,6 @@ def test_print_config_prints_a_stdio_snippet(capsys: pytest.CaptureFixture[str])
     server = json.loads(capsys.readouterr().out)["mcpServers"]["scriptbridge"]
     assert server["command"] == sys.executable
     assert server["args"] == ["-m", "scriptbridge._cli", "serve", "--mcp", CATALOG]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def serve_env() -> dict[str, str]:
-    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "PYTHONPATH": path}
-
-
-async def wait_listening(port: int, process: subprocess.Popen[str]) -> None:
-    with trio.fail_after(30):
-        while True:
-            assert process.poll() is None, process.communicate()
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    return
-            except OSError:
-                await trio.sleep(0.05)
 
 
 async def test_http_with_a_token_file_serves_only_requests_bearing_it(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import pathlib
 import signal
 import socket
@@ -27,17 +26,11 @@ from loopback_http import Request, body, start_server
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from serving import ROOT, SERVE, free_port, serve_env, wait_listening
 
 from scriptbridge import markers
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-SERVE = [sys.executable, "-m", "scriptbridge._cli", "serve"]
 HOSTILE = f"hostile={sys.executable} {ROOT / 'tests' / 'servers' / 'hostile_server.py'}"
-
-
-def serve_env() -> dict[str, str]:
-    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "PYTHONPATH": path}
 
 
 class Raw:
@@ -134,24 +127,6 @@ def doc(url: str) -> dict:
     """A link to ``url``."""
     return {"content": [{"type": "resource_link", "uri": url, "name": "p.txt"}]}
 '''
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-async def wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
-    with trio.fail_after(30):
-        while True:
-            assert process.poll() is None, process.communicate()
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    return
-            except OSError:
-                await trio.sleep(0.05)
 
 
 @asynccontextmanager
