@@ -634,6 +634,7 @@ class RunPythonServer:
         ever closed to make room for another's."""
         held = self._sessions.get(key)
         if held is not None:
+            held.last_used = time.monotonic()  # in use from now: not expired before its step
             return held
         if len(self._sessions) >= self.max_sessions:
             owner = key[0]
