@@ -69,7 +69,6 @@ class MarksGate:
             return records
         number = next(self._numbers)
         self._under_way[number] = trio.Event()
-        self.registry.begin_landing()
         try:
             while True:
                 await trio.lowlevel.cancel_shielded_checkpoint()
@@ -79,7 +78,6 @@ class MarksGate:
                     records = done.value
                     return records
         finally:
-            self.registry.end_landing()
             self._under_way.pop(number).set()
 
     async def wait_settled(self) -> None:

@@ -153,26 +153,18 @@ class ReferenceRegistry:
         self._pending_removals: dict[str, None] = {}
         self._mark_listeners: list[MarkListener] = []
         self._landing = 0
-        """Results whose ingestion in slices is under way (:meth:`landing`)."""
+        """Ingestions in slices begun and not ended (:attr:`landing`)."""
         self._settled_views = 0
 
     # --- reading ----------------------------------------------------------------------------
 
     @property
     def landing(self) -> bool:
-        """Whether a reader must fail closed: a result's ingestion in slices is under way (its
-        marks may not all have landed) and the reader isn't a :meth:`settled_view`. Every lane
-        then shows each reference with no uri, no saved path and
-        :data:`~scriptbridge.markers.MARKS_LANDING`."""
+        """Whether a reader must fail closed: an :meth:`ingest_in_slices` is paused between its
+        slices (its result's marks may not all have landed) and the reader isn't a
+        :meth:`settled_view`. Every lane then shows each reference with no uri, no saved path
+        and :data:`~scriptbridge.markers.MARKS_LANDING`."""
         return self._landing > 0 and self._settled_views == 0
-
-    def begin_landing(self) -> None:
-        """A result's ingestion in slices has begun (the marks gate says so)."""
-        self._landing += 1
-
-    def end_landing(self) -> None:
-        """A result's ingestion in slices has ended: all its marks have landed."""
-        self._landing -= 1
 
     @contextmanager
     def settled_view(self) -> Iterator[None]:
@@ -260,35 +252,40 @@ class ReferenceRegistry:
         a run of whole steps, so at every pause the registry is consistent: it holds every mark
         it held before, and some of the result's. The caller must run it to its end, and must
         not change the result meanwhile; whatever must see the result's marks (a view, a fetch
-        decision) waits for its end (see :mod:`scriptbridge._marks_gate`).
+        decision) waits for its end (see :mod:`scriptbridge._marks_gate`); a reader that
+        doesn't wait fails closed while it is paused (:attr:`landing`).
         """
-        self.sweep()
-        claims = yield from read_claims_in_slices(result)
-        never = iter(claims.never)
-        for start in range(0, len(claims.never), SLICE_CLAIMS):
-            if start or len(claims.never) > SLICE_CLAIMS:
-                yield
-            self._mark_all(islice(never, SLICE_CLAIMS), server)
-        records: dict[str, ReferenceRecord] = {}
-        references = claims.references
-        for start in range(0, len(references), SLICE_REFERENCES):
-            if start or len(references) > SLICE_REFERENCES:
-                yield
-            for reference in references[start : start + SLICE_REFERENCES]:
-                record = self._register(reference, server, reference.uri in claims.never)
-                if claims.unreadable is not None and not record.unreadable:
-                    self._before_change(record)
-                    record.unreadable = True
-                records.setdefault(record.id, record)
-        if claims.unreadable is not None:
-            log.warning(
-                "a result from server %r couldn't be read whole for a never (%s); "
-                "none of its %d references will be fetched",
-                server,
-                claims.unreadable,
-                len(records),
-            )
-        return list(records.values())
+        self._landing += 1
+        try:
+            self.sweep()
+            claims = yield from read_claims_in_slices(result)
+            never = iter(claims.never)
+            for start in range(0, len(claims.never), SLICE_CLAIMS):
+                if start or len(claims.never) > SLICE_CLAIMS:
+                    yield
+                self._mark_all(islice(never, SLICE_CLAIMS), server)
+            records: dict[str, ReferenceRecord] = {}
+            references = claims.references
+            for start in range(0, len(references), SLICE_REFERENCES):
+                if start or len(references) > SLICE_REFERENCES:
+                    yield
+                for reference in references[start : start + SLICE_REFERENCES]:
+                    record = self._register(reference, server, reference.uri in claims.never)
+                    if claims.unreadable is not None and not record.unreadable:
+                        self._before_change(record)
+                        record.unreadable = True
+                    records.setdefault(record.id, record)
+            if claims.unreadable is not None:
+                log.warning(
+                    "a result from server %r couldn't be read whole for a never (%s); "
+                    "none of its %d references will be fetched",
+                    server,
+                    claims.unreadable,
+                    len(records),
+                )
+            return list(records.values())
+        finally:
+            self._landing -= 1
 
     # --- the fetcher's side -------------------------------------------------------------------
 
