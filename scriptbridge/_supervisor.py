@@ -242,10 +242,7 @@ class Bridge:
         return self._sync(self._ingest, result, server)
 
     def _ingest(self, result: object, server: str | None) -> list[ReferenceRecord]:
-        records = self.registry.ingest(result, server=server)
-        if self._nursery is not None and self.fetcher.eager_max_bytes is not None:
-            self.fetcher.start_eager(self._nursery, records)
-        return records
+        return _eagerly(self, self.registry.ingest(result, server=server))
 
     # --- runs -------------------------------------------------------------------------------
 
@@ -359,7 +356,11 @@ async def _ingest_in_slices(
 ) -> list[ReferenceRecord]:
     """Ingest ``result`` through the marks gate (in slices: a flood of claims doesn't hold the
     loop), then start the eager pass on its records when it is on."""
-    records = await bridge._gate.ingest(result, server)
+    return _eagerly(bridge, await bridge._gate.ingest(result, server))
+
+
+def _eagerly(bridge: Bridge, records: list[ReferenceRecord]) -> list[ReferenceRecord]:
+    """``records``, just ingested, after starting the eager pass on them when it is on."""
     if bridge._nursery is not None and bridge.fetcher.eager_max_bytes is not None:
         bridge.fetcher.start_eager(bridge._nursery, records)
     return records
