@@ -96,11 +96,16 @@ class SpawnedChild:
         pid: the child's pid (valid until :meth:`ZygoteClient.wait` has returned for it).
         to_child: the host's (write-only) end of the host -> child stream (:func:`open_channel`).
         from_child: read end of the child -> host pipe.
+        pidfd: the child's pidfd, when the zygote sent it (a requester reading its replies
+            with room for fds): it kills the child race-free, and is readable once it exited.
+        out_fd: the fd of the tmpfs on the child's ``out/`` (the ``quota`` layer), when sent.
     """
 
     pid: int
     to_child: int
     from_child: int
+    pidfd: int | None = None
+    out_fd: int | None = None
 
 
 class ZygoteClient:

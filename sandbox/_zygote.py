@@ -103,6 +103,11 @@ class _Server:
         with contextlib.suppress(OSError):
             self.sock.send(pack_reply(op, **fields))
 
+    def reply_with_fds(self, op: str, fds: list[int], **fields: Any) -> None:
+        """:meth:`reply`, with copies of ``fds`` in the datagram (``SCM_RIGHTS``)."""
+        with contextlib.suppress(OSError):
+            socket.send_fds(self.sock, [pack_reply(op, **fields)], fds)
+
     def run(self) -> None:
         self.reply("hello", pid=self.pid)
         while True:
@@ -187,7 +192,8 @@ class _Server:
         pidfd = os.pidfd_open(pid)
         self.pidfds[pid] = pidfd
         self.selector.register(pidfd, selectors.EVENT_READ, pid)
-        self.reply("spawned", req_id=request.req_id, pid=pid)
+        held = [pidfd] if out is None else [pidfd, out.mount]  # the host's means to end it at once
+        self.reply_with_fds("spawned", held, req_id=request.req_id, pid=pid, out=out is not None)
         self.net_namespaces.prepare()  # the next child's, while this one isolates itself
 
     def mount_out(self, request: Spawn) -> tuple[OutMount | None, str | None]:

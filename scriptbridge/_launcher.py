@@ -69,6 +69,18 @@ class Child:
         """Whether it is known to have exited already."""
         return False
 
+    def kill_now(self) -> bool:
+        """Kill it from here, at once; ``True`` when it can run no more code once this returns
+        (``SIGKILL`` is queued: none of its threads returns to user space again; or it had
+        exited already). ``False``: it can't be killed from here (the launcher kills it as it
+        reaps it)."""
+        return False
+
+    def out_is_empty(self) -> bool | None:
+        """Whether the tmpfs on its ``out/`` (the ``quota`` layer) holds nothing; ``None`` when
+        there is none (its ``out/`` is the directory on the disk)."""
+        return None
+
     async def stop(self) -> ChildExit:
         """Kill it and wait until it is reaped. Raises ZygoteError or TimeoutError."""
         await self.kill()
@@ -92,6 +104,8 @@ class ZygoteChild(Child):
         self.pid = spawned.pid
         self.to_child = spawned.to_child
         self.from_child = spawned.from_child
+        self._pidfd = spawned.pidfd
+        self._out_fd = spawned.out_fd
 
     async def wait(self, timeout: float) -> ChildExit:
         return await self._link.wait(self.pid, timeout)
@@ -101,6 +115,34 @@ class ZygoteChild(Child):
 
     def exited(self) -> bool:
         return self._link.exited(self.pid)
+
+    def kill_now(self) -> bool:
+        if self._pidfd is None:
+            return False
+        try:
+            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+        except ProcessLookupError:
+            return True  # it has exited
+        except OSError:
+            return False
+        return True
+
+    def out_is_empty(self) -> bool | None:
+        if self._out_fd is None:
+            return None
+        try:
+            room = os.fstatvfs(self._out_fd)
+        except OSError:
+            return False  # unknown: the zygote's copy decides
+        return room.f_files - room.f_ffree <= 1 and room.f_bfree == room.f_blocks  # its root
+
+    async def close_fds(self) -> None:
+        await super().close_fds()
+        held, self._pidfd, self._out_fd = [self._pidfd, self._out_fd], None, None
+        for fd in held:
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
 
 class Launcher(Protocol):

@@ -60,6 +60,8 @@ class RunDir:
         self.path = path
         self._links: dict[str, Path] = {}
         """Payload links in ``refs/``, by the canonical key of the record's uri."""
+        self._hidden: Path | None = None
+        """Where :meth:`finish_unreaped` moved the directory, until :meth:`reaped`."""
 
     def __repr__(self) -> str:
         return f"RunDir({str(self.path)!r})"
@@ -93,15 +95,36 @@ class RunDir:
     def finish(self) -> None:
         """Drop every payload link (``refs/`` goes), and throw the directory away unless its
         ``out/`` holds something."""
+        self._drop_refs()
+        if _holds_anything(self.path / "out"):
+            with contextlib.suppress(OSError):
+                os.rmdir(self.path / "refs")
+        else:
+            self.throw_away()
+
+    def finish_unreaped(self) -> None:
+        """:meth:`finish` for a run whose ``out/`` was empty when its child was killed, before
+        the child is reaped: ``refs/`` goes and the directory leaves ``runs/`` at once, whatever
+        ``out/`` holds by now; it is removed in the background once :meth:`reaped` is called
+        (not while the child's last writes may still land in it)."""
+        self._drop_refs()
+        self._hidden = self._dirs.hide(self.path)
+
+    def reaped(self) -> None:
+        """The child of a :meth:`finish_unreaped` run has been reaped: remove its directory."""
+        hidden, self._hidden = self._hidden, None
+        if hidden is not None:
+            self._dirs.remove_later(hidden)
+
+    def is_empty_out(self) -> bool:
+        """Whether ``out/`` on the disk holds nothing (or is gone)."""
+        return not _holds_anything(self.path / "out")
+
+    def _drop_refs(self) -> None:
         refs = self.path / "refs"
         if self._links or _holds_anything(refs):
             remove_tree(refs)
         self._links.clear()
-        if _holds_anything(self.path / "out"):
-            with contextlib.suppress(OSError):
-                os.rmdir(refs)
-        else:
-            self.throw_away()
 
     def throw_away(self) -> None:
         """Move the directory out of ``runs/`` at once, to be removed in the background."""
@@ -190,14 +213,26 @@ class RunDirs:
 
     def throw_away(self, path: Path) -> None:
         """Move ``path`` into the trash at once, to be removed by :meth:`sweep`."""
+        hidden = self.hide(path)
+        if hidden is not None:
+            self.remove_later(hidden)
+
+    def hide(self, path: Path) -> Path | None:
+        """Move ``path`` into the trash at once and return where it is now; ``None`` when it is
+        gone already (or couldn't be moved, and was removed here). :meth:`close` removes it,
+        unless :meth:`remove_later` does first."""
         trash = self.root / TRASH_DIR / path.name
         try:
             os.rename(path, trash)
         except FileNotFoundError:
-            return
+            return None
         except OSError:  # no trash to move it to: removed here, as it must go either way
             remove_tree(path)
-            return
+            return None
+        return trash
+
+    def remove_later(self, trash: Path) -> None:
+        """Have :meth:`sweep` remove ``trash`` (a directory :meth:`hide` moved)."""
         self._trash.append(trash)
         self._trash_added.set()
 

@@ -17,8 +17,11 @@ a malformed, oversized, out-of-order or unknown one ends that run with ``Protoco
 kills the child. ``run`` never raises for anything the child does: every ending is a
 ``ScriptResult``. It raises only ``trio.Cancelled`` (when the caller is cancelled, after the
 child has been killed and reaped) and :class:`~scriptbridge.ScriptBridgeError` when the bridge
-isn't open. When ``run`` returns, the child has been reaped and the run's payload links are
-gone; its ``out/`` is kept when the script wrote something (``ScriptResult.outputs``).
+isn't open. When ``run`` returns, the child can run no more code, the run's payload links are
+gone, and its ``out/`` is kept when the script wrote something (``ScriptResult.outputs``). A
+child that said done or error with nothing in ``out/`` is killed and reaped after ``run``
+returns (:mod:`scriptbridge._reaping`: nothing of its result depends on the reap); every other
+child has been reaped when ``run`` returns; closing the bridge waits for every reap.
 
 A run's ``out/`` is bounded by its disk quota (``Limits.max_out_bytes`` and ``max_out_files``):
 ``write_text`` refuses the write that would pass it, and where the zygote is root the ``quota``
@@ -60,6 +63,7 @@ from ._launcher import Child, Launcher, ZygoteLauncher, exit_error
 from ._limits import Limits
 from ._marks_gate import MarksGate
 from ._mcp import McpServer
+from ._reaping import ChildEnding, Reaps, end_child
 from ._registry import ReferenceRecord, ReferenceRegistry
 from ._result_dict import result_dict
 from ._results import ScriptError, ScriptResult
@@ -130,6 +134,7 @@ class Bridge:
         )
         self._tools = ToolTable()
         self._dirs = RunDirs(self.workspace.root)
+        self._reaps = Reaps()
         self._runs: dict[str, RunState] = {}
         self._nursery: trio.Nursery | None = None
         self._host: Host | None = None
@@ -171,6 +176,7 @@ class Bridge:
                     for server in list(self._servers.values()):
                         await server.aclose()
                     self.fetcher.close()
+                    await self._reaps.wait()  # while the launcher can still reap
                 nursery.cancel_scope.cancel()
         with trio.CancelScope(shield=True):
             await self.launcher.aclose()
@@ -263,12 +269,18 @@ class Bridge:
     ) -> ScriptResult:
         """Run one script in a fresh sandbox child and return how it ended.
 
-        When this returns or raises, the child has exited and been reaped, and the run's
-        ``refs/`` is gone. Never raises for anything the script or the child does. ``tools``
-        offers only those tools to this run (``None``: every tool). ``label`` names the run in
-        :meth:`progress`. ``on_output`` hears what the script prints while it runs, in order,
-        each piece as it reaches the host (the pieces join to the result's ``stdout``), on the
-        host's loop (in a SyncBridge's thread); what it raises is logged and ignored.
+        When this returns or raises, the child can run no more code and the run's ``refs/``
+        is gone. A child that said done or error and left nothing in ``out/`` is killed
+        (``SIGKILL`` queued) and reaped after this returns, which leaves ``outputs`` empty
+        whatever lands in ``out/`` after the kill; every other child (one that wrote to
+        ``out/``, ran out of time, crashed, was cancelled or broke the protocol) has been
+        reaped, and its files are on the disk. Closing the bridge waits for every reap.
+
+        Never raises for anything the script or the child does. ``tools`` offers only those
+        tools to this run (``None``: every tool). ``label`` names the run in :meth:`progress`.
+        ``on_output`` hears what the script prints while it runs, in order, each piece as it
+        reaches the host (the pieces join to the result's ``stdout``), on the host's loop (in
+        a SyncBridge's thread); what it raises is logged and ignored.
 
         Raises:
             ScriptBridgeError: the bridge isn't open.
@@ -321,12 +333,26 @@ class Bridge:
                     value, error = await _serve(self, run, run_dir, child, table, source, inputs)
         finally:
             with trio.CancelScope(shield=True):
-                status = await _finish(self.launcher, run, run_dir, child)
-                self._dirs.release(run_dir)
-                self._runs.pop(run.id, None)
-                run_dir.finish()
-        result = _result(run, run_dir, value, error, status, time.perf_counter() - started)
+                ending = await _end_run(self, run, run_dir, child)
+        result = _result(run, run_dir, value, error, ending.status, time.perf_counter() - started)
         return result if session is None else session.end(run, result)
+
+
+async def _end_run(
+    bridge: Bridge, run: RunState, run_dir: RunDir, child: Child | None
+) -> ChildEnding:
+    """End the run's child (:func:`~scriptbridge._reaping.end_child`) and finish its directory;
+    a child left to be reaped is reaped in the bridge's nursery."""
+    nursery = bridge._nursery
+    ending = await end_child(bridge.launcher, run, run_dir, child, may_defer=nursery is not None)
+    bridge._dirs.release(run_dir)
+    bridge._runs.pop(run.id, None)
+    if ending.reap_later and child is not None:
+        run_dir.finish_unreaped()
+        bridge._reaps.start(nursery, bridge.launcher, child, run_dir)
+    else:
+        run_dir.finish()
+    return ending
 
 
 def _check_inputs(inputs: Mapping[str, Any] | None) -> None:
@@ -446,16 +472,6 @@ async def _spawn(launcher: Launcher, run: RunState, run_dir: RunDir) -> Child | 
         return await launcher.spawn(run_dir, run.limits)
     except (ZygoteError, TimeoutError, OSError) as exc:
         return ScriptError(ending=Ending.SandboxCrashed, message=f"couldn't start: {exc}")
-
-
-async def _finish(
-    launcher: Launcher, run: RunState, run_dir: RunDir, child: Child | None
-) -> ChildExit | None:
-    """Close the child's channel and reap it (killed unless it exits on its own)."""
-    if child is None:
-        return None
-    await child.close_fds()
-    return await launcher.reap(child, exits_on_its_own=run.ended_cleanly)
 
 
 def _result(

@@ -17,6 +17,7 @@ one.
 from __future__ import annotations
 
 import array
+import contextlib
 import itertools
 import logging
 import os
@@ -34,16 +35,20 @@ __all__ = ["ZygoteLink"]
 log = logging.getLogger("scriptbridge.zygote")
 
 _DATAGRAM: Final = 65536
+_MAX_FDS: Final = 2
+"""The most fds a reply carries (``spawned``: the child's pidfd and its tmpfs's fd)."""
+_FD_SIZE: Final = array.array("i").itemsize
 
 
 class _Slot:
     """Where the reply to one request lands; ``reply`` stays ``None`` if the link broke."""
 
-    __slots__ = ("done", "reply")
+    __slots__ = ("done", "fds", "reply")
 
     def __init__(self) -> None:
         self.done = trio.Event()
         self.reply: ZygoteReply | None = None
+        self.fds: list[int] = []  # what came with the reply; whoever takes it closes them
 
 
 class ZygoteLink:
@@ -67,12 +72,17 @@ class ZygoteLink:
         task_status.started()
         try:
             while True:
+                fds: list[int] = []
                 try:
-                    data = await self._sock.recv(_DATAGRAM)
+                    data, fds = await self._receive()
                     reply = read_reply(data)
                 except (OSError, ZygoteError) as exc:
+                    _close(fds)
                     self._broken = f"the zygote is gone: {exc}"
                     return
+                slot = None if reply.req_id is None else self._pending.pop(reply.req_id, None)
+                if slot is None or reply.op != "spawned":
+                    _close(fds)  # only a spawned reply carries fds, and only to its requester
                 if reply.req_id is None:
                     continue  # hello
                 if reply.req_id in self._abandoned:
@@ -80,9 +90,9 @@ class ZygoteLink:
                     if reply.op == "spawned" and reply.pid is not None:
                         await self._send(encode_request("kill", next(self._ids), pid=reply.pid))
                     continue
-                slot = self._pending.pop(reply.req_id, None)
                 if slot is not None:
                     slot.reply = reply
+                    slot.fds = fds if reply.op == "spawned" else []
                     slot.done.set()
         finally:
             if self._broken is None:
@@ -90,6 +100,17 @@ class ZygoteLink:
             for slot in self._pending.values():
                 slot.done.set()
             self._pending.clear()
+
+    async def _receive(self) -> tuple[bytes, list[int]]:
+        """One datagram and the fds it carried (``spawned``'s pidfd and tmpfs fd)."""
+        data, ancillary, _flags, _address = await self._sock.recvmsg(
+            _DATAGRAM, socket.CMSG_SPACE(_MAX_FDS * _FD_SIZE)
+        )
+        fds = array.array("i")
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(payload[: len(payload) - len(payload) % _FD_SIZE])
+        return data, list(fds)
 
     @property
     def broken(self) -> bool:
@@ -147,10 +168,12 @@ class ZygoteLink:
         except BaseException:
             if self._pending.pop(req_id, None) is not None:
                 self._abandoned.add(req_id)
-            os.close(to_child)
-            os.close(from_child)
+            _close([to_child, from_child, *slot.fds])
             raise
-        return SpawnedChild(pid=reply.pid, to_child=to_child, from_child=from_child)
+        pidfd, out_fd = _held(slot.fds, reply.out)
+        return SpawnedChild(
+            pid=reply.pid, to_child=to_child, from_child=from_child, pidfd=pidfd, out_fd=out_fd
+        )
 
     def exited(self, pid: int) -> bool:
         """Whether child ``pid``'s exit has been reported (it can then be waited for at once)."""
@@ -191,3 +214,19 @@ class ZygoteLink:
         finally:
             self._pending.pop(req_id, None)
         return self._reply_of(slot).delivered
+
+
+def _held(fds: list[int], out: bool) -> tuple[int | None, int | None]:
+    """The pidfd and the tmpfs fd a ``spawned`` reply carried (either ``None`` if it didn't:
+    the host then ends the child through the zygote, as before)."""
+    wanted = 2 if out else 1
+    if len(fds) != wanted:
+        _close(fds)
+        return None, None
+    return fds[0], fds[1] if out else None
+
+
+def _close(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)

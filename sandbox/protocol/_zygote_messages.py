@@ -120,11 +120,18 @@ class Hello(_Model):
 
 
 class Spawned(_Model):
-    """The child of request ``req_id`` was forked as ``pid``."""
+    """The child of request ``req_id`` was forked as ``pid``.
+
+    The datagram carries the child's pidfd (``SCM_RIGHTS``) and, when ``out``, then the fd of
+    the tmpfs on its ``out/`` (the ``quota`` layer's mount): the requester may kill the child
+    and look at what its ``out/`` holds without asking the zygote. A requester that reads the
+    datagram without room for fds gets none (the kernel closes them).
+    """
 
     op: Literal["spawned"] = "spawned"
     req_id: _ReqId
     pid: int
+    out: bool = False
 
 
 class Failed(_Model):
@@ -202,6 +209,7 @@ class ZygoteReply:
             ``exited`` (``exit`` says how the child ended), ``signalled`` (``delivered``), or
             ``hello`` (sent once at start; ``req_id`` is ``None``).
         req_id: the request this answers.
+        out: of ``spawned``: its datagram carries the tmpfs fd after the pidfd (``Spawned``).
     """
 
     op: str
@@ -210,6 +218,7 @@ class ZygoteReply:
     message: str | None = None
     exit: ChildExit | None = None
     delivered: bool = False
+    out: bool = False
 
 
 def encode_request(
@@ -260,7 +269,7 @@ def read_reply(data: bytes) -> ZygoteReply:
     if isinstance(reply, Hello):
         return ZygoteReply("hello", None, pid=reply.pid)
     if isinstance(reply, Spawned):
-        return ZygoteReply("spawned", reply.req_id, pid=reply.pid)
+        return ZygoteReply("spawned", reply.req_id, pid=reply.pid, out=reply.out)
     if isinstance(reply, Failed):
         return ZygoteReply("failed", reply.req_id, message=reply.message)
     if isinstance(reply, Exited):

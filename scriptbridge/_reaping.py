@@ -1,0 +1,127 @@
+"""How a run's child ends: killed the moment its run is over, and reaped after the run returns
+when nothing the run reports can depend on the reap.
+
+:func:`end_child` takes a run's child once the conversation is over. A child that said ``done``
+or ``error`` (``run.ended_cleanly``), that the host can kill itself (its pidfd:
+:meth:`~scriptbridge._launcher.Child.kill_now`) and whose ``out/`` was empty when it was killed,
+is *killed and left to be reaped*: ``SIGKILL`` is queued, so none of its threads returns to user
+space again, and the run's result is complete without the reap:
+
+- its value or error came in its last message;
+- what it left in ``out/`` is nothing: ``ScriptResult.outputs`` is ``[]``, and anything a
+  write already under way when it was killed adds to ``out/`` is removed with its directory
+  after the reap (:meth:`~scriptbridge._run_dirs.RunDir.finish_unreaped`);
+- its exit status is of no use to a run that ended cleanly, and an empty ``out/`` passed no
+  disk quota.
+
+Its reap then runs in the bridge's nursery (:class:`Reaps`), and the bridge waits for every
+reap before it stops its launcher. Every other child (a run that ended any other way, wrote
+something to ``out/``, or whose child can't be killed from here) is reaped before its run
+returns, as the result needs its exit status or its files on the disk.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import trio
+
+from sandbox import ChildExit
+
+from ._launcher import Child, Launcher
+from ._run_dirs import RunDir
+from ._run_state import RunState
+
+__all__ = ["ChildEnding", "Reaps", "end_child"]
+
+log = logging.getLogger("scriptbridge.supervisor")
+
+
+@dataclass(frozen=True)
+class ChildEnding:
+    """How a run's child ended, as far as its run needs to know.
+
+    Attributes:
+        status: how it exited, when it was reaped before the run returns (``None`` when it
+            wasn't, couldn't be, or there was no child).
+        reap_later: it was killed and is to be reaped after the run returns (:class:`Reaps`);
+            its ``out/`` was empty.
+    """
+
+    status: ChildExit | None
+    reap_later: bool = False
+
+
+async def end_child(
+    launcher: Launcher, run: RunState, run_dir: RunDir, child: Child | None, *, may_defer: bool
+) -> ChildEnding:
+    """Close the host's ends of ``child``'s channel and end it (module doc): killed and left to
+    be reaped when ``may_defer`` and the run may return before the reap, else reaped here
+    (killed first unless it said done or error and exits on its own)."""
+    if child is None:
+        return ChildEnding(None)
+    if may_defer and run.ended_cleanly and child.kill_now() and _out_empty(child, run_dir):
+        await child.close_fds()
+        return ChildEnding(None, reap_later=True)
+    await child.close_fds()
+    return ChildEnding(await launcher.reap(child, exits_on_its_own=run.ended_cleanly))
+
+
+def _out_empty(child: Child, run_dir: RunDir) -> bool:
+    """Whether the killed ``child``'s ``out/`` holds nothing: its tmpfs, or the disk's."""
+    empty = child.out_is_empty()
+    return run_dir.is_empty_out() if empty is None else empty
+
+
+class Reaps:
+    """The reaps of children whose runs returned first (:func:`end_child`).
+
+    :meth:`start` reaps one in a task of the bridge's nursery, shielded; :meth:`wait` returns
+    once none is left, so a closing bridge stops its launcher only after every reap.
+    """
+
+    def __init__(self) -> None:
+        self._pending = 0
+        self._none_left = trio.Event()
+        self._none_left.set()
+
+    def start(
+        self, nursery: trio.Nursery | None, launcher: Launcher, child: Child, run_dir: RunDir
+    ) -> None:
+        """Reap ``child`` in ``nursery``, then let ``run_dir`` (finished unreaped) be removed.
+        With no open nursery (the bridge closed meanwhile), the launcher's own stop reaps the
+        child, and the directory is removed now."""
+        if nursery is None:
+            run_dir.reaped()
+            return
+        if self._pending == 0:
+            self._none_left = trio.Event()
+        self._pending += 1
+        try:
+            nursery.start_soon(self._reap, launcher, child, run_dir)
+        except RuntimeError:  # the nursery closed meanwhile: as above
+            self._done()
+            run_dir.reaped()
+
+    async def _reap(self, launcher: Launcher, child: Child, run_dir: RunDir) -> None:
+        try:
+            with trio.CancelScope(shield=True):
+                await launcher.reap(child, exits_on_its_own=True)  # killed: it exits at once
+        finally:
+            run_dir.reaped()
+            self._done()
+
+    def _done(self) -> None:
+        self._pending -= 1
+        if self._pending == 0:
+            self._none_left.set()
+
+    @property
+    def pending(self) -> int:
+        """How many reaps are still to come."""
+        return self._pending
+
+    async def wait(self) -> None:
+        """Return once every reap started so far has ended."""
+        await self._none_left.wait()
