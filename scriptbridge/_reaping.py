@@ -14,15 +14,17 @@ space again, and the run's result is complete without the reap:
 - its exit status is of no use to a run that ended cleanly, and an empty ``out/`` passed no
   disk quota.
 
-Its reap then runs in the bridge's nursery (:class:`Reaps`), and the bridge waits for every
-reap before it stops its launcher. Every other child (a run that ended any other way, wrote
-something to ``out/``, or whose child can't be killed from here) is reaped before its run
-returns, as the result needs its exit status or its files on the disk.
+Its channel is closed and it is reaped after the run returns (:class:`Reaps`, a task of the
+bridge's nursery), and the bridge waits for every reap before it stops its launcher. Every other
+child (a run that ended any other way, wrote something to ``out/``, or whose child can't be
+killed from here) is reaped before its run returns, as the result needs its exit status or its
+files on the disk.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from dataclasses import dataclass
 
 import trio
@@ -56,13 +58,13 @@ class ChildEnding:
 async def end_child(
     launcher: Launcher, run: RunState, run_dir: RunDir, child: Child | None, *, may_defer: bool
 ) -> ChildEnding:
-    """Close the host's ends of ``child``'s channel and end it (module doc): killed and left to
-    be reaped when ``may_defer`` and the run may return before the reap, else reaped here
-    (killed first unless it said done or error and exits on its own)."""
+    """End ``child`` (module doc): killed and left to be reaped, its channel still open for the
+    reaper to close, when ``may_defer`` and the run may return before the reap; else its
+    channel closed and reaped here (killed first unless it said done or error and exits on
+    its own)."""
     if child is None:
         return ChildEnding(None)
     if may_defer and run.ended_cleanly and child.kill_now() and _out_empty(child, run_dir):
-        await child.close_fds()
         return ChildEnding(None, reap_later=True)
     await child.close_fds()
     return ChildEnding(await launcher.reap(child, exits_on_its_own=run.ended_cleanly))
@@ -75,53 +77,59 @@ def _out_empty(child: Child, run_dir: RunDir) -> bool:
 
 
 class Reaps:
-    """The reaps of children whose runs returned first (:func:`end_child`).
+    """The reaps of children whose runs returned first (:func:`end_child`), one after another
+    in one task of the bridge's nursery (:meth:`serve`): each child's channel is closed, it is
+    reaped (shielded), and then its run's directory is removed. :meth:`wait` returns once none
+    is left, so a closing bridge stops its launcher only after every reap."""
 
-    :meth:`start` reaps one in a task of the bridge's nursery, shielded; :meth:`wait` returns
-    once none is left, so a closing bridge stops its launcher only after every reap.
-    """
-
-    def __init__(self) -> None:
-        self._pending = 0
+    def __init__(self, launcher: Launcher) -> None:
+        self._launcher = launcher
+        self._queue: deque[tuple[Child, RunDir]] = deque()
+        self._added = trio.Event()
         self._none_left = trio.Event()
         self._none_left.set()
 
-    def start(
-        self, nursery: trio.Nursery | None, launcher: Launcher, child: Child, run_dir: RunDir
-    ) -> None:
-        """Reap ``child`` in ``nursery``, then let ``run_dir`` (finished unreaped) be removed.
-        With no open nursery (the bridge closed meanwhile), the launcher's own stop reaps the
-        child, and the directory is removed now."""
-        if nursery is None:
-            run_dir.reaped()
-            return
-        if self._pending == 0:
+    def start(self, child: Child, run_dir: RunDir) -> None:
+        """Have ``child`` reaped and then ``run_dir`` (finished unreaped) removed (no await:
+        nothing between the run's end and its result)."""
+        if not self._queue:
             self._none_left = trio.Event()
-        self._pending += 1
-        try:
-            nursery.start_soon(self._reap, launcher, child, run_dir)
-        except RuntimeError:  # the nursery closed meanwhile: as above
-            self._done()
-            run_dir.reaped()
+        self._queue.append((child, run_dir))
+        self._added.set()
 
-    async def _reap(self, launcher: Launcher, child: Child, run_dir: RunDir) -> None:
-        try:
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Reap what :meth:`start` was given, in order, until cancelled (between reaps)."""
+        task_status.started()
+        while True:
+            if not self._queue:
+                self._added = trio.Event()
+                await self._added.wait()
+            child, run_dir = self._queue[0]
             with trio.CancelScope(shield=True):
-                await launcher.reap(child, exits_on_its_own=True)  # killed: it exits at once
-        finally:
-            run_dir.reaped()
-            self._done()
-
-    def _done(self) -> None:
-        self._pending -= 1
-        if self._pending == 0:
-            self._none_left.set()
+                try:
+                    await child.close_fds()
+                    await self._launcher.reap(child, exits_on_its_own=True)  # killed: it exits
+                finally:
+                    run_dir.reaped()
+                    self._queue.popleft()
+                    if not self._queue:
+                        self._none_left.set()
 
     @property
     def pending(self) -> int:
         """How many reaps are still to come."""
-        return self._pending
+        return len(self._queue)
 
     async def wait(self) -> None:
-        """Return once every reap started so far has ended."""
+        """Return once every reap started so far has ended (while :meth:`serve` runs)."""
         await self._none_left.wait()
+
+    async def abandon(self) -> None:
+        """For what is left once :meth:`serve` has stopped (the bridge is closing, and its
+        launcher's stop kills and reaps every child): close the channels and let the
+        directories be removed."""
+        while self._queue:
+            child, run_dir = self._queue.popleft()
+            await child.close_fds()
+            run_dir.reaped()
+        self._none_left.set()

@@ -134,7 +134,7 @@ class Bridge:
         )
         self._tools = ToolTable()
         self._dirs = RunDirs(self.workspace.root)
-        self._reaps = Reaps()
+        self._reaps = Reaps(self.launcher)
         self._runs: dict[str, RunState] = {}
         self._nursery: trio.Nursery | None = None
         self._host: Host | None = None
@@ -165,6 +165,7 @@ class Bridge:
                 self._dirs.open()
                 await self.launcher.start(nursery, self._dirs, self.limits)
                 nursery.start_soon(self._dirs.sweep)
+                await nursery.start(self._reaps.serve)
                 self._nursery = nursery
                 yield
             finally:
@@ -179,6 +180,7 @@ class Bridge:
                     await self._reaps.wait()  # while the launcher can still reap
                 nursery.cancel_scope.cancel()
         with trio.CancelScope(shield=True):
+            await self._reaps.abandon()  # none, unless the bridge failed as it opened
             await self.launcher.aclose()
             self._dirs.close()
 
@@ -270,11 +272,9 @@ class Bridge:
         """Run one script in a fresh sandbox child and return how it ended.
 
         When this returns or raises, the child can run no more code and the run's ``refs/``
-        is gone. A child that said done or error and left nothing in ``out/`` is killed
-        (``SIGKILL`` queued) and reaped after this returns, which leaves ``outputs`` empty
-        whatever lands in ``out/`` after the kill; every other child (one that wrote to
-        ``out/``, ran out of time, crashed, was cancelled or broke the protocol) has been
-        reaped, and its files are on the disk. Closing the bridge waits for every reap.
+        is gone. A child that said done or error with nothing in ``out/`` is killed and reaped
+        after this returns (``outputs`` is ``[]``, whatever lands in ``out/`` after the kill);
+        every other child has been reaped, its files on the disk (see ``_reaping``).
 
         Never raises for anything the script or the child does. ``tools`` offers only those
         tools to this run (``None``: every tool). ``label`` names the run in :meth:`progress`.
@@ -349,7 +349,7 @@ async def _end_run(
     bridge._runs.pop(run.id, None)
     if ending.reap_later and child is not None:
         run_dir.finish_unreaped()
-        bridge._reaps.start(nursery, bridge.launcher, child, run_dir)
+        bridge._reaps.start(child, run_dir)
     else:
         run_dir.finish()
     return ending

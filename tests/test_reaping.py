@@ -83,10 +83,11 @@ async def test_a_run_that_ended_cleanly_returns_without_waiting_for_the_zygote(
             with trio.fail_after(5):
                 while process_state(child) not in ("Z", None):
                     await trio.sleep(0.01)
+            child_state = process_state(child)
             nursery.cancel_scope.cancel()
     assert result.ok and result.value == "done" and result.outputs == []
     assert zygote_state == "T", "the run waited for the zygote"
-    assert process_state(child) == "Z"  # killed, waiting for its (stopped) parent's reap
+    assert child_state == "Z"  # killed, waiting for its (stopped) parent's reap
 
 
 async def _resume_after(pid: int, delay: float) -> None:
