@@ -19,6 +19,15 @@ bridge's nursery), and the bridge waits for every reap before it stops its launc
 child (a run that ended any other way, wrote something to ``out/``, or whose child can't be
 killed from here) is reaped before its run returns, as the result needs its exit status or its
 files on the disk.
+
+What "its last message" means for ``outputs``: the host kills the child (``SIGKILL`` through its
+pidfd) the moment it reads the child's ``done`` or ``error``, before it looks at ``out/``. So
+``outputs`` is what ``out/`` held at that kill. A child that escaped the language layer can go
+on after *sending* its last message until the host reads it (a few hundred microseconds, where
+it was up to a 5 s grace before); what it writes then can't be told from what it wrote before,
+and counts as its output, within its quota. Nothing it does after the kill counts: it runs no
+more code, and its one thread's syscall under way at the kill (``RLIMIT_NPROC`` is 0: it has
+no other) lands in a directory thrown away unseen when ``out/`` was empty.
 """
 
 from __future__ import annotations

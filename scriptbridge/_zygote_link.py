@@ -102,9 +102,11 @@ class ZygoteLink:
             self._pending.clear()
 
     async def _receive(self) -> tuple[bytes, list[int]]:
-        """One datagram and the fds it carried (``spawned``'s pidfd and tmpfs fd)."""
+        """One datagram and the fds it carried (``spawned``'s pidfd and tmpfs fd), each
+        close-on-exec from the moment it exists here: no program the host starts inherits one
+        (it could kill a child, or write in a spare's ``out/``)."""
         data, ancillary, _flags, _address = await self._sock.recvmsg(
-            _DATAGRAM, socket.CMSG_SPACE(_MAX_FDS * _FD_SIZE)
+            _DATAGRAM, socket.CMSG_SPACE(_MAX_FDS * _FD_SIZE), socket.MSG_CMSG_CLOEXEC
         )
         fds = array.array("i")
         for level, kind, payload in ancillary:
