@@ -139,7 +139,11 @@ def asyncio_samples(
     workspace: Path, starts: int, tool_samples: int, gap_s: float
 ) -> tuple[list[float], list[float], list[list[str]]]:
     """``warm_start`` and ``tool_call`` samples of a bridge opened under ``asyncio.run`` (in
-    this thread, which is not the benchmark's trio thread), and each run's isolation layers."""
+    this thread, which is not the benchmark's trio thread), and each run's isolation layers.
+
+    Each sample is followed by two gaps, as each of the trio figures' is (a gap after ours,
+    then monty's sample, then a gap): runs that came closer together would meet the making of
+    the spares the earlier ones took, which ``warm_start_b2b`` measures, not this."""
     from scriptbridge import Bridge, Limits  # imported late, as the trio figures' are
 
     async def main() -> tuple[list[float], list[float], list[list[str]]]:
@@ -160,7 +164,7 @@ def asyncio_samples(
                 if not result.ok or result.value != value:
                     raise BenchError(f"our asyncio run failed: {result.error} {result.value!r}")
                 layers.append(result.isolation)
-                await asyncio.sleep(gap_s)
+                await asyncio.sleep(2 * gap_s)  # spaced as the trio figures' samples are
                 return elapsed
 
             for _ in range(10):  # warm up, as the trio bridge was
