@@ -23,12 +23,13 @@ import logging
 import os
 import signal
 import socket
+from collections.abc import Collection
 from typing import Final
 
 import trio
 
 from sandbox import ChildExit, ChildLimits, SpawnedChild, ZygoteError, ZygoteProcess, open_channel
-from sandbox.protocol import ZygoteReply, encode_request, read_reply
+from sandbox.protocol import Layer, ZygoteReply, encode_request, read_reply
 
 __all__ = ["ZygoteLink"]
 
@@ -141,18 +142,22 @@ class ZygoteLink:
             raise ZygoteError(self._broken or "the zygote did not answer")
         return slot.reply
 
-    async def spawn(self, workspace: os.PathLike[str], limits: ChildLimits) -> SpawnedChild:
+    async def spawn(
+        self, workspace: os.PathLike[str], limits: ChildLimits, disable: Collection[Layer] = ()
+    ) -> SpawnedChild:
         """Fork a fresh child for one run in ``workspace``, watched from now on.
 
         Returns it with the host's ends of its channel (:func:`sandbox.open_channel`;
-        the caller owns them). Cancelling
+        the caller owns them), and its pidfd and tmpfs fd when the zygote sent them. Cancelling
         this abandons the request: a child forked for it later is killed when reported.
+        ``disable`` skips layers, as :meth:`sandbox.ZygoteClient.spawn`'s does (for tests of
+        single layers and the security suite only).
 
         Raises:
             ZygoteError: the zygote is gone or could not fork; no fd is left open.
         """
         req_id, slot = self._slot()
-        data = encode_request("spawn", req_id, workspace=workspace, limits=limits)
+        data = encode_request("spawn", req_id, workspace=workspace, limits=limits, disable=disable)
         to_child, from_child, child_read, child_write = open_channel()
         try:
             try:
