@@ -118,6 +118,8 @@ class Reaps:
                 try:
                     await child.close_fds()
                     await self._launcher.reap(child, exits_on_its_own=True)  # killed: it exits
+                except Exception:  # a launcher's bug: logged, and the next reap goes on
+                    log.exception("couldn't reap child %s", child.pid)
                 finally:
                     run_dir.reaped()
                     self._queue.popleft()

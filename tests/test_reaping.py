@@ -13,9 +13,9 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import trio
 
-from sandbox import ChildLimits, ZygoteProcess
+from sandbox import ChildExit, ChildLimits, ZygoteProcess
 from scriptbridge import Bridge, python_tool
-from scriptbridge._launcher import ZygoteLauncher
+from scriptbridge._launcher import Child, ZygoteLauncher
 from scriptbridge._run_dirs import TRASH_DIR, RunDirs
 from scriptbridge._spares import SPARE_CHILDREN
 from scriptbridge._zygote_link import ZygoteLink
@@ -228,3 +228,30 @@ def test_a_sync_client_of_the_zygote_is_left_no_fd(tmp_path: pathlib.Path) -> No
         os.close(spawned.to_child)
         os.close(spawned.from_child)
         assert open_fds() - before == set()
+
+
+class FailingReaper(ZygoteLauncher):
+    """The zygote launcher whose first reap raises, as a launcher with a bug would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    async def reap(self, child: Child, *, exits_on_its_own: bool) -> ChildExit | None:
+        if not self.failed:
+            self.failed = True
+            raise RuntimeError("a launcher's bug")
+        return await super().reap(child, exits_on_its_own=exits_on_its_own)
+
+
+async def test_a_reap_that_raises_after_its_run_returned_is_logged_and_the_bridge_goes_on(
+    tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A reap after its run returned has no caller to raise to: what it raises is logged, and
+    the next runs, their reaps and the bridge's close go on."""
+    launcher = FailingReaper()
+    async with Bridge(tmp_path / "ws", launcher=launcher) as bridge:
+        for _ in range(3):
+            assert (await bridge.run("1")).ok
+    assert launcher.failed
+    assert "couldn't reap child" in caplog.text
