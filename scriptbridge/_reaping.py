@@ -126,14 +126,11 @@ class Reaps:
                     if not self._queue:
                         self._none_left.set()
 
-    @property
-    def pending(self) -> int:
-        """How many reaps are still to come."""
-        return len(self._queue)
-
-    async def wait(self) -> None:
-        """Return once every reap started so far has ended (while :meth:`serve` runs)."""
-        await self._none_left.wait()
+    async def wait(self, timeout: float) -> None:
+        """Return once every reap started so far has ended (while :meth:`serve` runs), or
+        after ``timeout`` seconds (a hung zygote: the launcher's stop kills every child)."""
+        with trio.move_on_after(timeout):
+            await self._none_left.wait()
 
     async def abandon(self) -> None:
         """For what is left once :meth:`serve` has stopped (the bridge is closing, and its

@@ -59,7 +59,7 @@ from ._conversation import NO_ENDING, serve_child, start_message
 from ._exceptions import ScriptBridgeError
 from ._fetcher import ReferenceFetcher
 from ._hosting import Host, open_host
-from ._launcher import Child, Launcher, ZygoteLauncher, exit_error
+from ._launcher import REAP_TIMEOUT_S, Child, Launcher, ZygoteLauncher, exit_error
 from ._limits import Limits
 from ._marks_gate import MarksGate
 from ._mcp import McpServer
@@ -177,7 +177,7 @@ class Bridge:
                     for server in list(self._servers.values()):
                         await server.aclose()
                     self.fetcher.close()
-                    await self._reaps.wait()  # while the launcher can still reap
+                    await self._reaps.wait(REAP_TIMEOUT_S)  # while the launcher can reap
                 nursery.cancel_scope.cancel()
         with trio.CancelScope(shield=True):
             await self._reaps.abandon()  # none, unless the bridge failed as it opened
