@@ -720,11 +720,11 @@ async def test_ids_given_to_another_run_are_violations(harness: Harness) -> None
 
 
 async def test_a_flood_of_small_frames_leaves_other_runs_unaffected(harness: Harness) -> None:
-    """Four children flooding the host with 100,000 tiny frames each end as their limits say,
+    """Four children flooding the host with 40,000 tiny frames each end as their limits say,
     while real runs beside them finish with the right values."""
-    flood = frame(ready_body()) + frame({"op": "output", "text": "x"}) * 100_000
-    empty = frame(ready_body()) + frame({"op": "output", "text": ""}) * 100_000
-    limits = LIMITS.model_copy(update={"max_output_bytes": 90_000})
+    flood = frame(ready_body()) + frame({"op": "output", "text": "x"}) * 40_000
+    empty = frame(ready_body()) + frame({"op": "output", "text": ""}) * 40_000
+    limits = LIMITS.model_copy(update={"max_output_bytes": 30_000})
     results: list[ScriptResult] = []
 
     async def flooder(stream: bytes) -> None:
