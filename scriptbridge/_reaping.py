@@ -25,9 +25,10 @@ pidfd) the moment it reads the child's ``done`` or ``error``, before it looks at
 ``outputs`` is what ``out/`` held at that kill. A child that escaped the language layer can go
 on after *sending* its last message until the host reads it (a few hundred microseconds, where
 it was up to a 5 s grace before); what it writes then can't be told from what it wrote before,
-and counts as its output, within its quota. Nothing it does after the kill counts: it runs no
-more code, and its one thread's syscall under way at the kill (``RLIMIT_NPROC`` is 0: it has
-no other) lands in a directory thrown away unseen when ``out/`` was empty.
+and counts as its output, within its quota. Nothing it does after the kill counts when
+``out/`` was empty: it runs no more code, and what a syscall already under way at the kill
+still writes (one per thread; the ``uid`` layer's ``RLIMIT_NPROC`` of 0 leaves it one thread)
+lands in a directory thrown away unseen.
 """
 
 from __future__ import annotations
