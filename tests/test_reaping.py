@@ -12,12 +12,12 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import trio
+from spare_children import spares_ready
 
 from sandbox import ChildExit, ChildLimits, ZygoteProcess
 from scriptbridge import Bridge, python_tool
 from scriptbridge._launcher import Child, ZygoteLauncher
 from scriptbridge._run_dirs import TRASH_DIR, RunDirs
-from scriptbridge._spares import SPARE_CHILDREN
 from scriptbridge._zygote_link import ZygoteLink
 
 
@@ -31,15 +31,6 @@ def process_state(pid: int) -> str | None:
     except FileNotFoundError:
         return None
     return None
-
-
-async def spares_ready(bridge: Bridge) -> list[int]:
-    launcher = bridge.launcher
-    assert isinstance(launcher, ZygoteLauncher)
-    with trio.fail_after(20):
-        while len(launcher.spare_pids()) < SPARE_CHILDREN:
-            await trio.sleep(0.01)
-    return launcher.spare_pids()
 
 
 @pytest.fixture

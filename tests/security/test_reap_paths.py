@@ -17,12 +17,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 import trio
+from spare_children import spares_ready
 
 from sandbox import ChildLimits
 from scriptbridge import Bridge
 from scriptbridge._launcher import Child, ZygoteChild, ZygoteLauncher
 from scriptbridge._run_dirs import RunDir
-from scriptbridge._spares import SPARE_CHILDREN
 
 # The real os and msgpack from plain Python (the language layer is off), and the child's own
 # end of its channel to the host: the pipe it writes to.
@@ -73,15 +73,6 @@ async def hostile_bridge(tmp_path: pathlib.Path) -> AsyncIterator[Bridge]:
 async def bridge(tmp_path: pathlib.Path) -> AsyncIterator[Bridge]:
     async with Bridge(tmp_path / "ws") as bridge:
         yield bridge
-
-
-async def spares_ready(bridge: Bridge) -> list[int]:
-    launcher = bridge.launcher
-    assert isinstance(launcher, ZygoteLauncher)
-    with trio.fail_after(20):
-        while len(launcher.spare_pids()) < SPARE_CHILDREN:
-            await trio.sleep(0.01)
-    return launcher.spare_pids()
 
 
 def can_run_code(pid: int) -> bool:
