@@ -16,12 +16,13 @@ Every message from the child is validated before it is acted on (:mod:`scriptbri
 a malformed, oversized, out-of-order or unknown one ends that run with ``ProtocolViolation`` and
 kills the child. ``run`` never raises for anything the child does: every ending is a
 ``ScriptResult``. It raises only ``trio.Cancelled`` (when the caller is cancelled, after the
-child has been killed and reaped) and :class:`~scriptbridge.ScriptBridgeError` when the bridge
-isn't open. When ``run`` returns, the child can run no more code, the run's payload links are
-gone, and its ``out/`` is kept when the script wrote something (``ScriptResult.outputs``). A
-child that said done or error with nothing in ``out/`` is killed and reaped after ``run``
-returns (:mod:`scriptbridge._reaping`: nothing of its result depends on the reap); every other
-child has been reaped when ``run`` returns; closing the bridge waits for every reap.
+child has been killed, and reaped unless it had ended) and
+:class:`~scriptbridge.ScriptBridgeError` when the bridge isn't open. When ``run`` returns, the
+child can run no more code, the run's payload links are gone, and its ``out/`` is kept when the
+script wrote something (``ScriptResult.outputs``). A child that said done or error with nothing
+in ``out/`` is killed and reaped after ``run`` returns (:mod:`scriptbridge._reaping`: nothing of
+its result depends on the reap); every other child has been reaped when ``run`` returns;
+closing the bridge waits for every reap.
 
 A run's ``out/`` is bounded by its disk quota (``Limits.max_out_bytes`` and ``max_out_files``):
 ``write_text`` refuses the write that would pass it, and where the zygote is root the ``quota``
@@ -288,7 +289,7 @@ class Bridge:
                 bytes, lists and dicts), or ``tools`` names a tool not offered; checked before
                 any child is started.
             trio.Cancelled, asyncio.CancelledError: the caller was cancelled (the child is
-                killed and reaped first).
+                killed first, and reaped too unless it had said done or error).
         """
         watch = Watch(label, on_output)
         return await self._live().call(self._run, source, inputs, limits, tools, None, watch)
