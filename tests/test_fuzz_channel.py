@@ -60,7 +60,7 @@ from scriptbridge._limits import Limits
 from scriptbridge._results import ScriptResult
 from scriptbridge._tools import python_tool
 
-EXAMPLES = {"streams": 300, "open-pipe": 150, "served": 100, "decoder": 600, "channel": 200}
+EXAMPLES = {"streams": 300, "open-pipe": 150, "served": 100, "decoder": 800, "channel": 650}
 """Each Hypothesis test's examples in a default run (``make test``); set
 ``SCRIPTBRIDGE_FUZZ_EXAMPLES`` to a total for a deeper run."""
 DEFAULT_TOTAL = sum(EXAMPLES.values())
