@@ -3,11 +3,14 @@ environment, a free loopback port, and waiting until it listens."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
+import signal
 import socket
 import subprocess
 import sys
+import time
 from typing import Any
 
 import trio
@@ -41,3 +44,21 @@ async def wait_listening(port: int, process: subprocess.Popen[Any]) -> None:
                     return
             except OSError:
                 await trio.sleep(0.05)
+
+
+async def seconds_to_exit_after_sigterm(process: subprocess.Popen[Any], timeout: float) -> float:
+    """Send ``process`` SIGTERM and wait at most ``timeout`` s for it to exit; the seconds
+    waited (the caller checks ``process.poll()``: still ``None`` if it hasn't exited)."""
+    process.send_signal(signal.SIGTERM)
+    signalled = time.monotonic()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        await trio.to_thread.run_sync(lambda: process.wait(timeout=timeout))
+    return time.monotonic() - signalled
+
+
+def rss_kib(pid: int) -> int:
+    """``pid``'s resident set (``VmRSS``), in KiB."""
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")

@@ -21,7 +21,14 @@ from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from serving import ROOT, SERVE, free_port, serve_env, wait_listening
+from serving import (
+    ROOT,
+    SERVE,
+    free_port,
+    rss_kib,
+    serve_env,
+    wait_listening,
+)
 
 from scriptbridge import Bridge, markers
 from scriptbridge._cli import main
@@ -455,13 +462,6 @@ async def test_two_http_clients_never_share_a_session(tmp_path: pathlib.Path) ->
         assert stolen.is_error and "NameError" in text_of(stolen), text_of(stolen)
         kept = await first.call_tool("run_python", {"code": "secret", "session_id": "s"})
         assert (kept.structured_content or {}).get("value") == "of the first client"
-
-
-def rss_kib(pid: int) -> int:
-    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmRSS")
 
 
 async def test_a_endless_stdin_line_is_dropped_in_bounded_memory(tmp_path: pathlib.Path) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import pathlib
-import signal
 import socket
 import subprocess
 import sys
@@ -26,7 +25,15 @@ from loopback_http import Request, body, start_server
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from serving import ROOT, SERVE, free_port, serve_env, wait_listening
+from serving import (
+    ROOT,
+    SERVE,
+    free_port,
+    rss_kib,
+    seconds_to_exit_after_sigterm,
+    serve_env,
+    wait_listening,
+)
 
 from scriptbridge import markers
 
@@ -99,11 +106,7 @@ async def test_an_exposed_tool_call_in_flight_does_not_hold_the_drain(
         await trio.to_thread.run_sync(raw.initialize)
         raw.call(2, "hostile.hang", {})
         await trio.sleep(0.5)
-        raw.process.send_signal(signal.SIGTERM)
-        signalled = time.monotonic()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            await trio.to_thread.run_sync(lambda: raw.process.wait(timeout=5))
-        waited = time.monotonic() - signalled
+        waited = await seconds_to_exit_after_sigterm(raw.process, 5)
         assert raw.process.poll() is not None, (
             f"serve --drain-s 0.5 still running {waited:.1f} s after SIGTERM: an exposed "
             "tool's call in flight holds the drain"
@@ -253,13 +256,6 @@ async def test_inputs_too_deep_are_refused_as_an_error_result(tmp_path: pathlib.
         assert "plain data" in json.dumps(answer["result"]), answer
 
 
-def rss_kib(pid: int) -> int:
-    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmRSS")
-
-
 async def test_session_ids_are_bounded_in_length(tmp_path: pathlib.Path) -> None:
     """Memory. A ``session_id`` is kept as a key for as long as its session lives (600 s idle),
     with no bound on its length: 256 sessions of 16 MiB ids pin about 4 GiB. Here 24 calls with
@@ -388,11 +384,7 @@ async def test_a_client_whose_request_never_ends_cannot_hold_the_shutdown(
             head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
             s.sendall(head.encode() + data)
             await trio.sleep(0.5)
-            process.send_signal(signal.SIGTERM)
-            signalled = time.monotonic()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                await trio.to_thread.run_sync(lambda: process.wait(timeout=6))
-            waited = time.monotonic() - signalled
+            waited = await seconds_to_exit_after_sigterm(process, 6)
             assert process.poll() is not None, (
                 f"serve --http --drain-s 0.5 still running {waited:.1f} s after SIGTERM: a "
                 "request whose body never ends holds uvicorn's graceful shutdown"
@@ -497,11 +489,7 @@ async def test_a_stdio_client_that_never_reads_cannot_hold_the_shutdown(
         await trio.to_thread.run_sync(raw.initialize)
         raw.call(2, "run_python", {"code": "for _ in range(1000):\n    print('x' * 1000)\n1"})
         await trio.sleep(1.5)  # the run is over; its output fills the unread pipe
-        raw.process.send_signal(signal.SIGTERM)
-        signalled = time.monotonic()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            await trio.to_thread.run_sync(lambda: raw.process.wait(timeout=6))
-        waited = time.monotonic() - signalled
+        waited = await seconds_to_exit_after_sigterm(raw.process, 6)
         assert raw.process.poll() is not None, (
             f"serve --drain-s 0.5 still running {waited:.1f} s after SIGTERM: a client that "
             "doesn't read stdout holds it"
