@@ -343,9 +343,10 @@ async def _end_run(
     bridge: Bridge, run: RunState, run_dir: RunDir, child: Child | None
 ) -> ChildEnding:
     """End the run's child (:func:`~scriptbridge._reaping.end_child`) and finish its directory;
-    a child left to be reaped is reaped in the bridge's nursery."""
-    nursery = bridge._nursery
-    ending = await end_child(bridge.launcher, run, run_dir, child, may_defer=nursery is not None)
+    a child left to be reaped goes to the bridge's reaper (:class:`~scriptbridge._reaping.Reaps`),
+    unless the bridge is closing."""
+    may_defer = bridge._nursery is not None
+    ending = await end_child(bridge.launcher, run, run_dir, child, may_defer=may_defer)
     bridge._dirs.release(run_dir)
     bridge._runs.pop(run.id, None)
     if ending.reap_later and child is not None:
