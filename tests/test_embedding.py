@@ -183,6 +183,40 @@ async def output_as_it_comes(bridge: Bridge, backend: str) -> None:
     assert failing.ok and failing.value == 2 and failing.stdout == "x\n"
 
 
+async def a_waiting_tool_ends_with_its_run(bridge: Bridge, backend: str) -> None:
+    """A coroutine tool awaiting the host's loop when its run's wall time runs out is
+    cancelled there (it hears the cancellation as its own loop's kind); one that raises gives
+    the script a ToolError naming what it raised."""
+    _set_event, wait_event = host_event(backend)
+    heard: list[str] = []
+
+    async def stalls() -> bool:
+        try:
+            return await wait_event()
+        except anyio.get_cancelled_exc_class():
+            heard.append("cancelled")
+            raise
+
+    async def fails() -> None:
+        raise ValueError("no such thing")
+
+    bridge.add_tool(python_tool(stalls))
+    bridge.add_tool(python_tool(fails))
+    failed = await bridge.run(
+        "try:\n    tools.fails()\nexcept ToolError as exc:\n    reason = str(exc)\nreason\n"
+    )
+    assert failed.ok, failed.error
+    assert "no such thing" in failed.value
+    started = time.monotonic()
+    stalled = await bridge.run("tools.stalls()\n", limits=Limits(wall_s=0.5, cpu_s=30))
+    assert stalled.error is not None and stalled.error.type == "WallTimeExceeded"
+    assert time.monotonic() - started < 5.0
+    with anyio.fail_after(5):
+        while not heard:
+            await anyio.sleep(0.01)
+    assert heard == ["cancelled"]
+
+
 NEEDS_SERVERS = {servers_fetch_and_never}
 
 SCENARIOS = [
@@ -192,6 +226,7 @@ SCENARIOS = [
     cancelled_by_the_host,
     many_at_once,
     output_as_it_comes,
+    a_waiting_tool_ends_with_its_run,
 ]
 
 
