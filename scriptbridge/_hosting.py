@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
@@ -208,7 +207,7 @@ class AsyncioHost(ThreadHost):
     async def call_tool(self, tool: Tool, arguments: dict[str, Any]) -> Any:
         """A host tool whose function is a coroutine function runs on the host's loop (it may
         use the host's asyncio clients, locks and sessions); every other tool here."""
-        if isinstance(tool, PythonTool) and inspect.iscoroutinefunction(tool.fn):
+        if isinstance(tool, PythonTool) and tool.is_coroutine:
             return await run_on_loop(self.loop, tool.call(arguments))
         return await tool.call(arguments)
 

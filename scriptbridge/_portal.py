@@ -182,24 +182,43 @@ def _foreign(error: BaseException) -> BaseException:
 
 async def run_on_loop(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
     """Await ``coro`` on the asyncio ``loop`` (another thread's) from a trio task; cancelling
-    this cancels the asyncio task without waiting for it.
+    this cancels the asyncio task without waiting for it (what it ends with is dropped).
 
-    One hop there (``call_soon_threadsafe``) and one back (``run_sync_soon``), with no
-    ``concurrent.futures`` in between: this is on every host coroutine tool's call.
+    This is on every host coroutine tool's call, so it takes the fewest turns of each loop:
+    one hop there (``call_soon_threadsafe``, which creates the task), the coroutine run as that
+    task, and one hop back made by the task itself as its coroutine ends (``run_sync_soon``,
+    which reschedules this trio task with the outcome), with no done callback, no
+    ``concurrent.futures`` and no trio ``Event`` in between.
     """
     token = trio.lowlevel.current_trio_token()
-    arrived = trio.Event()
-    started: list[asyncio.Task[T]] = []
+    waiter = trio.lowlevel.current_task()
+    started: list[asyncio.Task[None]] = []  # holds the task (asyncio keeps only a weak one)
+    # while this waits: a host loop that closes mid-call leaves it to its run's wall time
+    abandoned = False
+
+    def deliver(result: outcome.Outcome[T]) -> None:  # in this trio thread
+        if not abandoned:
+            trio.lowlevel.reschedule(waiter, result)
+
+    async def settle() -> None:  # on the host's loop
+        result: outcome.Outcome[T]
+        try:
+            result = outcome.Value(await coro)
+        except BaseException as exc:  # handed on to the trio task, which raises it
+            result = outcome.Error(exc)
+        with contextlib.suppress(trio.RunFinishedError):
+            token.run_sync_soon(deliver, result)
 
     def start() -> None:
-        task = loop.create_task(coro)
-        started.append(task)
-        task.add_done_callback(lambda _: token.run_sync_soon(arrived.set))
+        started.append(loop.create_task(settle()))
+
+    def abort(_: object) -> trio.lowlevel.Abort:
+        nonlocal abandoned
+        abandoned = True
+        with contextlib.suppress(RuntimeError):  # the host's loop is closed: nothing to cancel
+            loop.call_soon_threadsafe(lambda: started and started[0].cancel())
+        return trio.lowlevel.Abort.SUCCEEDED  # raising here would end the whole trio run
 
     loop.call_soon_threadsafe(start)
-    try:
-        await arrived.wait()
-    except trio.Cancelled:
-        loop.call_soon_threadsafe(lambda: started and started[0].cancel())
-        raise
-    return started[0].result()
+    value: T = await trio.lowlevel.wait_task_rescheduled(abort)
+    return value

@@ -88,6 +88,11 @@ class PythonTool:
         """A host tool's result comes from no server."""
         return None
 
+    @functools.cached_property
+    def is_coroutine(self) -> bool:
+        """Whether :attr:`fn` is a coroutine function (asked once: it is on every call)."""
+        return inspect.iscoroutinefunction(self.fn)
+
     def spec(self) -> ToolSpec:
         """The tool as a model should see it."""
         return ToolSpec(
@@ -107,7 +112,7 @@ class PythonTool:
         the script's ``ToolError``); ``trio.Cancelled`` passes through.
         """
         keywords = self._validated(arguments)
-        if inspect.iscoroutinefunction(self.fn):
+        if self.is_coroutine:
             value = await self.fn(**keywords)
         else:
             call = functools.partial(self.fn, **keywords)
