@@ -122,8 +122,9 @@ async def test_a_finished_run_leaves_runs_at_once_and_is_removed_later(bridge: B
     (kept,) = wrote.outputs
     assert (root / kept).read_text() == "x"
     assert sorted(p.name for p in (root / kept).parent.parent.iterdir()) == ["out"]  # no refs/
-    await trio.testing.wait_all_tasks_blocked()
-    assert list((root / TRASH_DIR).iterdir()) == []
+    with trio.fail_after(10):  # the first run's directory goes once its child is reaped
+        while list((root / TRASH_DIR).iterdir()):
+            await trio.sleep(0.01)
 
 
 async def test_closing_leaves_no_trash(tmp_path: pathlib.Path) -> None:
