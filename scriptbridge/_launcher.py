@@ -40,6 +40,10 @@ log = logging.getLogger("scriptbridge.supervisor")
 EXIT_GRACE_S: Final = 5.0
 """How long a child that said done or error may take to exit on its own before it is killed."""
 REAP_TIMEOUT_S: Final = 10.0
+"""How long a reap (and a closing bridge, for every reap still pending) waits for the zygote."""
+ZYGOTE_STOP_TIMEOUT_S: Final = 10.0
+"""How long a stopping zygote may take to kill and reap its children before it is killed (its
+children, whose parent-death signal is SIGKILL, die with it)."""
 
 
 class Child:
@@ -249,7 +253,7 @@ class ZygoteLauncher:
             self._link = None
             zygote, self._zygote = self._zygote, None
             if zygote is not None:
-                await trio.to_thread.run_sync(zygote.close)
+                await trio.to_thread.run_sync(zygote.close, ZYGOTE_STOP_TIMEOUT_S)
 
 
 async def reap(child: Child, *, exits_on_its_own: bool) -> ChildExit | None:

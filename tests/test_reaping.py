@@ -8,6 +8,7 @@ import contextlib
 import os
 import pathlib
 import signal
+import threading
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -15,7 +16,7 @@ import trio
 from spare_children import spares_ready
 
 from sandbox import ChildExit, ChildLimits, ZygoteProcess
-from scriptbridge import Bridge, python_tool
+from scriptbridge import Bridge, _launcher, _supervisor, python_tool
 from scriptbridge._launcher import Child, ZygoteLauncher
 from scriptbridge._run_dirs import TRASH_DIR, RunDirs
 from scriptbridge._zygote_link import ZygoteLink
@@ -132,6 +133,48 @@ async def test_closing_the_bridge_waits_for_every_reap(tmp_path: pathlib.Path) -
             pids.extend((await spares_ready(bridge))[:1])
             assert (await bridge.run("1")).ok
     assert [pid for pid in pids if process_state(pid) is not None] == []
+    assert list((tmp_path / "ws" / "runs").iterdir()) == []
+    assert not (tmp_path / "ws" / TRASH_DIR).exists()
+
+
+async def test_closing_with_the_zygote_hung_is_bounded_and_leaves_no_process(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A close that finds a reap pending and the zygote hung (stopped) waits for it at most
+    REAP_TIMEOUT_S, then gives the zygote ZYGOTE_STOP_TIMEOUT_S before killing it; its children
+    die with it. No process, zombie or run directory is left."""
+    monkeypatch.setattr(_supervisor, "REAP_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(_launcher, "ZYGOTE_STOP_TIMEOUT_S", 0.5)
+    zygotes: list[int] = []
+    pids: list[int] = []
+
+    @python_tool
+    async def stop_the_zygote() -> str:
+        os.kill(zygotes[0], signal.SIGSTOP)
+        return "stopped"
+
+    with contextlib.ExitStack() as stack:
+        async with Bridge(tmp_path / "ws") as bridge:
+            zygote = bridge.launcher.zygote_pid  # type: ignore[attr-defined]
+            zygotes.append(zygote)
+            stack.enter_context(resumed(zygote))  # only if the test fails first
+            watchdog = threading.Timer(30, os.kill, (zygote, signal.SIGCONT))
+            watchdog.start()  # a close that doesn't bound its waits fails here, never hangs
+            stack.callback(watchdog.cancel)
+            bridge.add_tool(stop_the_zygote)
+            pids.extend(await spares_ready(bridge))
+            result = await bridge.run("tools.stop_the_zygote()\n'done'")
+            assert result.ok and result.value == "done"
+            assert process_state(zygote) == "T"
+            closing = trio.current_time()
+        took = trio.current_time() - closing
+        stopped = process_state(zygote)
+    assert took < 0.5 + 0.5 + 5.0, f"the close took {took:.1f} s"
+    assert stopped is None, "the hung zygote is still there"
+    with trio.fail_after(5):  # its children, reparented, are reaped by whoever adopted them
+        while left := [pid for pid in pids if process_state(pid) is not None]:
+            await trio.sleep(0.05)
+    assert left == []
     assert list((tmp_path / "ws" / "runs").iterdir()) == []
     assert not (tmp_path / "ws" / TRASH_DIR).exists()
 
