@@ -27,9 +27,9 @@ Figures (scriptbridge is "ours", the peer is monty unless said otherwise):
     the same with a plain (sync) function, which a bridge calls in a worker thread so that a
     slow one can't stall other runs (report only: the price of that thread hop).
 ``warm_start_asyncio`` / ``tool_call_asyncio``
-    ``warm_start`` and ``tool_call`` with the bridge opened under ``asyncio.run`` (its trio side
-    in a thread of its own, the coroutine tool called on the host's asyncio loop), against the
-    same figures under trio, in the same run: the price of embedding in an asyncio host.
+    ``warm_start`` and ``tool_call`` with the bridge opened under asyncio (its trio side in a
+    thread of its own, the coroutine tool called on the host's asyncio loop), against the same
+    figures under trio, sampled in turn with them: the price of embedding in an asyncio host.
 ``warm_start_b2b``
     ``warm_start`` with no pause between runs (as a batch evaluation or an RL rollout runs
     scripts): each run then also meets the making of the spare that replaces the one it took.
@@ -94,6 +94,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -135,48 +136,62 @@ PONG = {
 }
 
 
-def asyncio_samples(
-    workspace: Path, starts: int, tool_samples: int, gap_s: float
-) -> tuple[list[float], list[float], list[list[str]]]:
-    """``warm_start`` and ``tool_call`` samples of a bridge opened under ``asyncio.run`` (in
-    this thread, which is not the benchmark's trio thread), and each run's isolation layers.
+class AsyncioHost:
+    """A bridge opened under asyncio, on an asyncio loop in a thread of its own (its trio side
+    in another thread, as under any asyncio host), with the same no-op coroutine tool as the
+    trio bridge: the peer of each ``*_asyncio`` figure is the trio bridge, sampled in turn with
+    it in the same loop of samples, so the two meet the same state of the machine."""
 
-    Each sample is followed by two gaps, as each of the trio figures' is (a gap after ours,
-    then monty's sample, then a gap): runs that came closer together would meet the making of
-    the spares the earlier ones took, which ``warm_start_b2b`` measures, not this."""
-    from scriptbridge import Bridge, Limits  # imported late, as the trio figures' are
+    def __init__(self, workspace: Path, expected_layers: list[str]) -> None:
+        self.workspace = workspace
+        self.expected_layers = expected_layers
+        self.invalid = 0
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="bench-asyncio")
+        self.bridge: Any = None
 
-    async def main() -> tuple[list[float], list[float], list[list[str]]]:
+    def __enter__(self) -> AsyncioHost:
+        from scriptbridge import Bridge  # imported late, as the trio figures' are
+
         async def noop() -> None:
             return None
 
-        warm: list[float] = []
-        tool: list[float] = []
-        layers: list[list[str]] = []
-        many = Limits(max_tool_calls=TOOL_CALLS * 2)
-        async with Bridge(workspace) as bridge:
-            bridge.add_tool(noop)
+        async def open_bridge() -> None:
+            self.bridge = Bridge(self.workspace)
+            await self.bridge.__aenter__()
+            self.bridge.add_tool(noop)
 
-            async def timed(source: str, value: Any, limits: Limits | None = None) -> float:
-                started = time.perf_counter()
-                result = await bridge.run(source, limits=limits)
-                elapsed = time.perf_counter() - started
-                if not result.ok or result.value != value:
-                    raise BenchError(f"our asyncio run failed: {result.error} {result.value!r}")
-                layers.append(result.isolation)
-                await asyncio.sleep(2 * gap_s)  # spaced as the trio figures' samples are
-                return elapsed
+        self.thread.start()
+        self._call(open_bridge())
+        return self
 
-            for _ in range(10):  # warm up, as the trio bridge was
-                await timed(WARM_SCRIPT, WARM_VALUE)
-            layers.clear()
-            for _ in range(starts):
-                warm.append(await timed(WARM_SCRIPT, WARM_VALUE))
-            for _ in range(tool_samples):
-                tool.append(await timed(OURS_TOOL_SCRIPT, None, many) / TOOL_CALLS)
-        return warm, tool, layers
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            if self.bridge is not None:
+                self._call(self.bridge.__aexit__(None, None, None))
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join()
+            self.loop.close()
 
-    return asyncio.run(main())
+    def _call(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def sample(self, source: str, value: Any, limits: Any = None) -> float:
+        """One timed ``Bridge.run`` on the asyncio loop (blocks the calling thread)."""
+
+        async def timed() -> float:
+            started = time.perf_counter()
+            result = await self.bridge.run(source, limits=limits)
+            elapsed = time.perf_counter() - started
+            if not result.ok or result.value != value:
+                raise BenchError(f"our asyncio run failed: {result.error} {result.value!r}")
+            if result.isolation != self.expected_layers:
+                self.invalid += 1
+            return elapsed
+
+        elapsed: float = self._call(timed())
+        return elapsed
 
 
 ORDER = (
@@ -505,7 +520,8 @@ async def compare_runtimes(
     fresh_pool = pydantic_monty.Monty(min_processes=1, max_checkouts_per_worker=1)
     wide_pool = pydantic_monty.Monty(min_processes=8, max_processes=8)
     try:
-        with warm_pool, fresh_pool, wide_pool:
+        aio = AsyncioHost(workspace / "ws-asyncio", expected_layers)
+        with warm_pool, fresh_pool, wide_pool, aio:
             async with Bridge(workspace / "ws") as bridge:
                 bridge.add_tool(noop)
                 bridge.add_tool(noop_sync)
@@ -544,7 +560,11 @@ async def compare_runtimes(
                     figure: Figure,
                     mine: Callable[[], Awaitable[float]],
                     theirs: Callable[[], float],
+                    under_asyncio: tuple[Figure, Callable[[], float]] | None = None,
                 ) -> None:
+                    """``count`` rounds of one sample of ours, then the peer's (and, given
+                    ``under_asyncio``, then ours under asyncio, whose peer is ours under
+                    trio), each followed by a gap."""
                     nonlocal current
                     current = figure
                     for _ in range(count):
@@ -552,6 +572,13 @@ async def compare_runtimes(
                         await pause()
                         figure.peer.append(theirs())
                         await pause()
+                        if under_asyncio is not None:
+                            aio_figure, aio_sample = under_asyncio
+                            aio_figure.ours.append(await trio.to_thread.run_sync(aio_sample))
+                            await pause()
+                    if under_asyncio is not None:
+                        under_asyncio[0].peer = list(figure.ours)
+                        under_asyncio[0].invalid = aio.invalid
 
                 # warm everything up: imports, pools, caches, first children
                 current = fig("warmup", "monty", "s", "none")
@@ -559,16 +586,23 @@ async def compare_runtimes(
                     await ours(WARM_SCRIPT, WARM_VALUE)
                     peer(warm_pool, WARM_SCRIPT, WARM_VALUE)
                     peer(fresh_pool, WARM_SCRIPT, WARM_VALUE)
+                    await trio.to_thread.run_sync(aio.sample, WARM_SCRIPT, WARM_VALUE)
                 del figures["warmup"]
+                aio.invalid = 0
                 await pause()
 
-                print("  warm_start ...", file=sys.stderr)
+                print("  warm_start, warm_start_asyncio ...", file=sys.stderr)
                 await interleave(
                     sizes.starts,
                     fig("warm_start", "monty (reused worker)", "s", "<= 1.0"),
                     lambda: ours(WARM_SCRIPT, WARM_VALUE),
                     lambda: peer(warm_pool, WARM_SCRIPT, WARM_VALUE),
+                    (
+                        fig("warm_start_asyncio", "ours under trio", "s", "<= 1.5"),
+                        lambda: aio.sample(WARM_SCRIPT, WARM_VALUE),
+                    ),
                 )
+                aio.invalid = 0
 
                 print("  fresh_start ...", file=sys.stderr)
                 await interleave(
@@ -589,9 +623,10 @@ async def compare_runtimes(
                         b2b.peer.append(peer(warm_pool, WARM_SCRIPT, WARM_VALUE))
                     await pause()
 
-                print("  tool_call ...", file=sys.stderr)
+                print("  tool_call, tool_call_asyncio ...", file=sys.stderr)
                 tool = fig("tool_call", "monty", "s", "<= 1.0")
                 floor = fig("tool_call_vs_pipe", "msgpack ping-pong over os.pipe", "s", "<= 1.5")
+                tool_aio = fig("tool_call_asyncio", "ours under trio", "s", "<= 1.5")
                 current = tool
                 for _ in range(sizes.tool_samples):
                     tool.ours.append(await ours(OURS_TOOL_SCRIPT, None, many) / TOOL_CALLS)
@@ -603,7 +638,13 @@ async def compare_runtimes(
                     await pause()
                     floor.peer.append(ping.round_trips(TOOL_CALLS))
                     await pause()
+                    aio_s = await trio.to_thread.run_sync(aio.sample, OURS_TOOL_SCRIPT, None, many)
+                    tool_aio.ours.append(aio_s / TOOL_CALLS)
+                    await pause()
                 floor.ours = list(tool.ours)
+                tool_aio.peer = list(tool.ours)
+                tool_aio.invalid = aio.invalid
+                aio.invalid = 0
 
                 print("  tool_call_sync ...", file=sys.stderr)
 
@@ -620,30 +661,6 @@ async def compare_runtimes(
                     ours_sync_call,
                     peer_call,
                 )
-
-                print("  warm_start_asyncio, tool_call_asyncio ...", file=sys.stderr)
-                warm_aio, tool_aio, layers_aio = await trio.to_thread.run_sync(
-                    asyncio_samples,
-                    workspace / "ws-asyncio",
-                    sizes.starts,
-                    sizes.tool_samples,
-                    gap_s,
-                )
-                for figure, samples, trio_figure in (
-                    (
-                        fig("warm_start_asyncio", "ours under trio", "s", "<= 1.5"),
-                        warm_aio,
-                        "warm_start",
-                    ),
-                    (
-                        fig("tool_call_asyncio", "ours under trio", "s", "<= 1.5"),
-                        tool_aio,
-                        "tool_call",
-                    ),
-                ):
-                    figure.ours = samples
-                    figure.peer = list(figures[trio_figure].ours)
-                    figure.invalid = sum(1 for layers in layers_aio if layers != expected_layers)
 
                 print("  scripts_per_s ...", file=sys.stderr)
                 count = sizes.throughput_scripts
