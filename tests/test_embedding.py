@@ -25,7 +25,9 @@ from scriptbridge import Bridge, Limits, ScriptBridgeError, SyncBridge, markers,
 from scriptbridge._demo import demo_bridge, payload_server
 from scriptbridge._launcher import ZygoteLauncher
 
-BACKENDS = ["trio", "asyncio"]
+BACKENDS = ["trio", "asyncio", "uvloop"]
+"""uvloop: asyncio's API on libuv's loop, which many asyncio hosts (uvicorn's) run on."""
+ASYNCIO = {"asyncio", "uvloop"}
 
 Scenario = Callable[[Bridge, str], Awaitable[None]]
 
@@ -40,18 +42,23 @@ def run_under(backend: str, scenario: Scenario, workspace: pathlib.Path, base: s
     """Open a bridge with the demo's servers under ``backend`` and run ``scenario`` in it."""
 
     async def main() -> None:
+        if backend == "uvloop":  # not asyncio's own loop under another name
+            assert type(asyncio.get_running_loop()).__module__.startswith("uvloop")
         async with Bridge(workspace, fetch_allow=["127.0.0.1"]) as bridge:
             if scenario in NEEDS_SERVERS:
                 await demo_bridge(bridge, base)
             with anyio.fail_after(60):
                 await scenario(bridge, backend)
 
-    anyio.run(main, backend=backend)
+    if backend == "uvloop":
+        anyio.run(main, backend="asyncio", backend_options={"use_uvloop": True})
+    else:
+        anyio.run(main, backend=backend)
 
 
 def host_event(backend: str) -> tuple[Callable[[], None], Callable[[], Awaitable[bool]]]:
     """An event of the host's own loop (asyncio's under asyncio), as (set, wait)."""
-    event: Any = asyncio.Event() if backend == "asyncio" else trio.Event()
+    event: Any = asyncio.Event() if backend in ASYNCIO else trio.Event()
 
     async def wait() -> bool:
         await event.wait()
@@ -67,7 +74,7 @@ async def tools_of_both_kinds(bridge: Bridge, backend: str) -> None:
     seen: list[str] = []
 
     async def waits(n: int) -> dict[str, Any]:
-        if backend == "asyncio":
+        if backend in ASYNCIO:
             asyncio.get_running_loop()  # raises unless this runs on the host's asyncio loop
         seen.append(anyio.get_current_task().name)
         await wait_event()
@@ -154,7 +161,7 @@ async def output_as_it_comes(bridge: Bridge, backend: str) -> None:
     labels: list[str | None] = []
 
     def hear(text: str) -> None:
-        if backend == "asyncio":
+        if backend in ASYNCIO:
             asyncio.get_running_loop()  # raises unless this runs on the host's asyncio loop
         heard.append(text)
         labels.extend(run.label for run in bridge.progress())
