@@ -1,10 +1,10 @@
-"""One end-to-end suite of ``Bridge`` under trio and under asyncio, and ``SyncBridge`` from many
+"""One end-to-end suite of ``Bridge`` under trio, asyncio and uvloop, and ``SyncBridge`` from many
 threads: tools (a host's coroutine tool awaiting its own loop's primitive), MCP servers, fetch
 from a real loopback HTTP server, never references, limits, cancellation, many runs at once.
 
-Each scenario is written once against anyio, which runs it under either loop; the bridge under
+Each scenario is written once against anyio, which runs it under each loop; the bridge under
 test is the real one (its trio side in the host's run under trio, in its own thread under
-asyncio), with real children, servers and HTTP.
+asyncio and uvloop), with real children, servers and HTTP.
 """
 
 from __future__ import annotations
