@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import logging
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
@@ -35,6 +36,8 @@ from ._exceptions import ScriptBridgeError
 __all__ = ["TrioThread", "run_on_loop"]
 
 T = TypeVar("T")
+
+log = logging.getLogger("scriptbridge.supervisor")
 
 
 class TrioThread:
@@ -182,23 +185,30 @@ def _foreign(error: BaseException) -> BaseException:
 
 async def run_on_loop(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
     """Await ``coro`` on the asyncio ``loop`` (another thread's) from a trio task; cancelling
-    this cancels the asyncio task without waiting for it (what it ends with is dropped).
+    this cancels the asyncio task without waiting for it.
 
     This is on every host coroutine tool's call, so it takes the fewest turns of each loop:
     one hop there (``call_soon_threadsafe``, which creates the task), the coroutine run as that
     task, and one hop back made by the task itself as its coroutine ends (``run_sync_soon``,
     which reschedules this trio task with the outcome), with no done callback, no
     ``concurrent.futures`` and no trio ``Event`` in between.
+
+    A coroutine that raises once this stopped waiting for it is logged as a warning (its value
+    is dropped); a host loop that closes mid-call never answers, and the caller's own deadline
+    (a run's wall time) ends the wait.
     """
     token = trio.lowlevel.current_trio_token()
     waiter = trio.lowlevel.current_task()
-    started: list[asyncio.Task[None]] = []  # holds the task (asyncio keeps only a weak one)
-    # while this waits: a host loop that closes mid-call leaves it to its run's wall time
+    started: list[asyncio.Task[None]] = []  # holds the task while this waits (asyncio won't)
     abandoned = False
 
     def deliver(result: outcome.Outcome[T]) -> None:  # in this trio thread
         if not abandoned:
             trio.lowlevel.reschedule(waiter, result)
+            return
+        error = result.error if isinstance(result, outcome.Error) else None
+        if error is not None and not isinstance(error, asyncio.CancelledError):
+            log.warning("a host coroutine raised once its call was cancelled", exc_info=error)
 
     async def settle() -> None:  # on the host's loop
         result: outcome.Outcome[T]
