@@ -564,7 +564,9 @@ async def compare_runtimes(
                 ) -> None:
                     """``count`` rounds of one sample of ours, then the peer's (and, given
                     ``under_asyncio``, then ours under asyncio, whose peer is ours under
-                    trio), each followed by a gap."""
+                    trio), each followed by a gap; ours under asyncio by two, so that each of
+                    our runs starts as long after the other bridge's last run as after its
+                    own (a run meeting the making of a spare is ``warm_start_b2b``'s case)."""
                     nonlocal current
                     current = figure
                     for _ in range(count):
@@ -575,7 +577,8 @@ async def compare_runtimes(
                         if under_asyncio is not None:
                             aio_figure, aio_sample = under_asyncio
                             aio_figure.ours.append(await trio.to_thread.run_sync(aio_sample))
-                            await pause()
+                            await pause()  # two gaps, as ours had before it: the asyncio
+                            await pause()  # bridge makes its next spare meanwhile
                     if under_asyncio is not None:
                         under_asyncio[0].peer = list(figure.ours)
                         under_asyncio[0].invalid = aio.invalid
@@ -640,6 +643,7 @@ async def compare_runtimes(
                     await pause()
                     aio_s = await trio.to_thread.run_sync(aio.sample, OURS_TOOL_SCRIPT, None, many)
                     tool_aio.ours.append(aio_s / TOOL_CALLS)
+                    await pause()
                     await pause()
                 floor.ours = list(tool.ours)
                 tool_aio.peer = list(tool.ours)
