@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -61,14 +60,12 @@ def test_a_cancel_does_not_wait_for_a_coroutine_that_ignores_it(
             await asyncio.sleep(1.0)
             finished.set()
 
-    async def main() -> float:
-        started = time.monotonic()
+    async def main() -> bool:
         with trio.move_on_after(0.2):
             await run_on_loop(host_loop, stubborn())
-        return time.monotonic() - started
+        return finished.is_set()
 
-    took = trio.run(main)
-    assert took < 0.9, f"the cancel waited {took:.2f} s for the coroutine"
+    assert trio.run(main) is False, "the cancel waited for the coroutine's clean-up"
     assert finished.wait(5), "the coroutine was not let go on to its end"
 
 
