@@ -1,4 +1,5 @@
-"""Fixtures shared by several test modules: a registry, a workspace, a loopback HTTP server."""
+"""Fixtures shared by several test modules: a registry, a workspace, a loopback HTTP server;
+and the security suite's table at the end of a run (``security_table``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 import pytest
 import trio
 from loopback_http import LoopbackServer, start_server
+from security_table import pytest_terminal_summary  # noqa: F401  (a hook: the table, at the end)
 
 from scriptbridge import ReferenceRegistry, Workspace
 

@@ -1,22 +1,13 @@
-"""Fixtures for the security suite, and the table of blocked counts printed at the end of a run.
-
-The table has a row per attack category and a column per configuration (all layers on; the
-language layer off; the OS layers off), each cell ``blocked/run``; below it, the attacks that
-only one layer stops (those that got past the other layer alone), and the attacks not run in
-some configuration. Reproduce it with ``.venv/bin/pytest tests/security``.
-"""
+"""Fixtures for the security suite, and the tags on its attack runs that the table of blocked
+counts (``tests/security_table.py``) is made from."""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from sandbox import ZygoteProcess
-
-CONFIGURATIONS = {"full": "all layers", "language-off": "language off", "os-off": "OS layers off"}
 
 
 @pytest.fixture(scope="session")
@@ -35,65 +26,3 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.user_properties.append(("security_category", case.category))
             item.user_properties.append(("security_case", case.name))
             item.user_properties.append(("security_mode", params["mode"]))
-
-
-def _runs(terminalreporter: pytest.TerminalReporter) -> list[dict[str, Any]]:
-    """The properties of every attack run (its call phase) and every skipped attack."""
-    found = []
-    for outcome in ("passed", "failed", "skipped"):
-        for report in terminalreporter.stats.get(outcome, []):
-            properties = dict(getattr(report, "user_properties", []))
-            if "security_mode" not in properties or "security_category" not in properties:
-                continue
-            if outcome == "skipped":
-                found.append(properties | {"security_verdict": "not run"})
-            elif getattr(report, "when", None) == "call" and "security_verdict" in properties:
-                found.append(properties)
-    return found
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Print blocked counts per category and configuration, and the one-layer attacks."""
-    runs = _runs(terminalreporter)
-    if not runs:
-        return
-    blocked: Counter[tuple[str, str]] = Counter()
-    ran: Counter[tuple[str, str]] = Counter()
-    not_run: list[str] = []
-    one_layer: list[str] = []
-    controls = Counter(run["security_verdict"] for run in runs if run["security_mode"] == "control")
-    categories: list[str] = []
-    for run in runs:
-        mode, category = run["security_mode"], run["security_category"]
-        if category not in categories:
-            categories.append(category)
-        if mode == "control":
-            continue
-        if run["security_verdict"] == "not run":
-            not_run.append(f"{run['security_case']} ({CONFIGURATIONS[mode]})")
-            continue
-        ran[(category, mode)] += 1
-        blocked[(category, mode)] += run["security_verdict"] == "blocked"
-        if run.get("security_other_layer") and run["security_verdict"] != "blocked":
-            layer = "the language layer" if mode == "language-off" else "the OS layers"
-            one_layer.append(f"{run['security_case']} ({category}): only {layer}")
-    write = terminalreporter.write_line
-    terminalreporter.section("sandbox security suite: blocked/run per category and configuration")
-    write(f"{'category':<16}" + "".join(f"{label:>16}" for label in CONFIGURATIONS.values()))
-    for category in categories:
-        cells = []
-        for mode in CONFIGURATIONS:
-            total = ran[(category, mode)]
-            cells.append(f"{blocked[(category, mode)]}/{total}" if total else "-")
-        write(f"{category:<16}" + "".join(f"{cell:>16}" for cell in cells))
-    totals = [f"{sum(blocked[(c, m)] for c in categories)}/{sum(ran[(c, m)] for c in categories)}"
-              for m in CONFIGURATIONS]  # fmt: skip
-    write(f"{'all':<16}" + "".join(f"{cell:>16}" for cell in totals))
-    write(f"stopped by one layer only ({len(one_layer)}):")
-    for line in sorted(one_layer):
-        write(f"  {line}")
-    if not_run:
-        write(f"not run (unsafe without their own layer): {', '.join(sorted(not_run))}")
-    if controls:
-        total = sum(controls.values())
-        write(f"both layers off: {controls['escaped']}/{total} attacks succeeded unprotected")
