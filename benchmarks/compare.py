@@ -157,12 +157,17 @@ class AsyncioHost:
             return None
 
         async def open_bridge() -> None:
-            self.bridge = Bridge(self.workspace)
-            await self.bridge.__aenter__()
-            self.bridge.add_tool(noop)
+            bridge = Bridge(self.workspace)
+            await bridge.__aenter__()
+            self.bridge = bridge  # open: closed by __exit__ from here on
+            bridge.add_tool(noop)
 
         self.thread.start()
-        self._call(open_bridge())
+        try:
+            self._call(open_bridge())
+        except BaseException:
+            self.__exit__()  # the loop's thread must not outlive a bridge that didn't open
+            raise
         return self
 
     def __exit__(self, *exc_info: object) -> None:
