@@ -31,7 +31,7 @@ from ._limits import Limits
 from ._results import ScriptError
 from ._run_dirs import RunDir, RunDirs
 from ._spares import MAX_SPARES, SparePool
-from ._zygote_link import ZygoteLink
+from ._zygote_link import ZygoteLink, close_quietly
 
 __all__ = ["Child", "Launcher", "ZygoteChild", "ZygoteLauncher", "child_limits", "exit_error"]
 
@@ -95,9 +95,7 @@ class Child:
         if self.channel is not None:
             await self.channel.aclose()
             return
-        for fd in (self.to_child, self.from_child):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        close_quietly((self.to_child, self.from_child))
 
 
 class ZygoteChild(Child):
@@ -142,11 +140,8 @@ class ZygoteChild(Child):
 
     async def close_fds(self) -> None:
         await super().close_fds()
-        held, self._pidfd, self._out_fd = [self._pidfd, self._out_fd], None, None
-        for fd in held:
-            if fd is not None:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+        held, self._pidfd, self._out_fd = (self._pidfd, self._out_fd), None, None
+        close_quietly(held)
 
 
 class Launcher(Protocol):

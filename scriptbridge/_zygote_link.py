@@ -23,7 +23,7 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from typing import Final
 
 import trio
@@ -31,7 +31,7 @@ import trio
 from sandbox import ChildExit, ChildLimits, SpawnedChild, ZygoteError, ZygoteProcess, open_channel
 from sandbox.protocol import Layer, ZygoteReply, encode_request, read_reply
 
-__all__ = ["ZygoteLink"]
+__all__ = ["ZygoteLink", "close_quietly"]
 
 log = logging.getLogger("scriptbridge.zygote")
 
@@ -78,12 +78,14 @@ class ZygoteLink:
                     data, fds = await self._receive()
                     reply = read_reply(data)
                 except (OSError, ZygoteError) as exc:
-                    _close(fds)
+                    close_quietly(fds)
                     self._broken = f"the zygote is gone: {exc}"
                     return
                 slot = None if reply.req_id is None else self._pending.pop(reply.req_id, None)
                 if slot is None or reply.op != "spawned":
-                    _close(fds)  # only a spawned reply carries fds, and only to its requester
+                    close_quietly(
+                        fds
+                    )  # only a spawned reply carries fds, and only to its requester
                 if reply.req_id is None:
                     continue  # hello
                 if reply.req_id in self._abandoned:
@@ -175,7 +177,7 @@ class ZygoteLink:
         except BaseException:
             if self._pending.pop(req_id, None) is not None:
                 self._abandoned.add(req_id)
-            _close([to_child, from_child, *slot.fds])
+            close_quietly([to_child, from_child, *slot.fds])
             raise
         pidfd, out_fd = _held(slot.fds, reply.out)
         return SpawnedChild(
@@ -228,12 +230,14 @@ def _held(fds: list[int], out: bool) -> tuple[int | None, int | None]:
     the host then ends the child through the zygote, as before)."""
     wanted = 2 if out else 1
     if len(fds) != wanted:
-        _close(fds)
+        close_quietly(fds)
         return None, None
     return fds[0], fds[1] if out else None
 
 
-def _close(fds: list[int]) -> None:
+def close_quietly(fds: Iterable[int | None]) -> None:
+    """Close each fd of ``fds`` (``None``: none there), whatever closing one raises."""
     for fd in fds:
-        with contextlib.suppress(OSError):
-            os.close(fd)
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
