@@ -160,7 +160,7 @@ def test_shared_container_fails_closed() -> None:
     for _ in range(60):
         layers = [layers, layers]
     claims = read_claims({"content": [], "structuredContent": layers})
-    assert claims.unreadable is not None
+    assert claims.unreadable is not None and "twice" in claims.unreadable, claims.unreadable
 
 
 def test_unconvertible_value_fails_closed() -> None:
@@ -177,8 +177,9 @@ def test_node_budget_fails_closed() -> None:
 
 def test_non_dict_result_is_unreadable() -> None:
     """A result that is neither a dict nor a list of blocks can't be read for a never."""
-    assert read_claims("not a result").unreadable is not None
-    assert read_claims(None).unreadable is not None
+    for result in ("not a result", None):
+        unreadable = read_claims(result).unreadable
+        assert unreadable is not None and "not a dict" in unreadable, unreadable
 
 
 def test_a_message_of_blocks_reads_as_its_content() -> None:
@@ -191,7 +192,7 @@ def test_a_message_of_blocks_reads_as_its_content() -> None:
 def test_ten_thousand_levels_never_overflow_the_stack() -> None:
     """Hostile nesting far past the limit fails closed without recursing on the Python stack."""
     claims = read_claims({"content": [], "structuredContent": nested("x", 10_000)})
-    assert claims.unreadable is not None
+    assert claims.unreadable is not None and "deeper" in claims.unreadable, claims.unreadable
 
 
 def test_result_itself_is_not_a_block() -> None:
