@@ -14,7 +14,8 @@ import copy
 import math
 import os
 import re
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
@@ -346,11 +347,34 @@ def read_as(result: Any) -> list[Any]:
     return readings
 
 
-def check_paths_agree(results: list[Any], reg: ReferenceRegistry) -> int:
+COMPARED: Counter[str] = Counter()
+"""How many readings of the property running now the plain paths took (``render``: the plain
+view compared with the general one; ``claims``: the plain claims with the general ones;
+``view``: a block's plain view with its classification's)."""
+
+
+def compared(*kinds: str) -> Callable[[Callable[[], None]], Callable[[], None]]:
+    """The property it decorates (a Hypothesis test) as a test that also fails unless each of
+    ``kinds`` was counted in :data:`COMPARED` over its examples: were the plain paths to
+    decline every one, nothing would have been compared."""
+
+    def decorate(prop: Callable[[], None]) -> Callable[[], None]:
+        def test() -> None:
+            COMPARED.clear()
+            prop()
+            for kind in kinds:
+                assert COMPARED[kind] > 0, f"no {kind} was compared: {dict(COMPARED)}"
+
+        test.__name__, test.__doc__ = prop.__name__, prop.__doc__
+        return test
+
+    return decorate
+
+
+def check_paths_agree(results: list[Any], reg: ReferenceRegistry) -> None:
     """Each result renders and reads the same on both paths, the plain one with each content
-    loop (the two decline alike); returns how many took the plain path to render. Each is read
-    in each of its forms (:func:`read_as`)."""
-    plain_renders = 0
+    loop (the two decline alike); counts in :data:`COMPARED` the readings the plain paths
+    took. Each is read in each of its forms (:func:`read_as`)."""
     for result in [item for drawn in results for item in read_as(drawn)]:
         general = _render_general(result, reg)
         check_what_the_render_learnt(general)
@@ -360,21 +384,22 @@ def check_paths_agree(results: list[Any], reg: ReferenceRegistry) -> int:
                 plain = _render_plain(result, reg)
             declined.add(plain is None)
             if plain is not None:
-                plain_renders += 1
+                COMPARED["render"] += 1
                 assert_same(plain.view, general.view)
                 assert (plain.nodes, plain.reference_ids) == (general.nodes, general.reference_ids)
         assert len(declined) == 1, "one content loop declined where the other didn't"
         assert_same(render_script_view(result, reg), general.view)
         claims = read_plain_claims(result)
         if claims is not None:
+            COMPARED["claims"] += 1
             assert claims == _read_general(result, None)
         assert read_claims(result) == _read_general(result, None)
-    return plain_renders
 
 
 SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+@compared("render", "claims")
 @SETTINGS
 @given(st.lists(st.one_of(RESULTS, COMMON_RESULTS), min_size=1, max_size=3), st.data())
 def test_plain_path_renders_and_reads_as_the_general_path(
@@ -394,6 +419,7 @@ def without_nevers(value: Any) -> Any:
     return value
 
 
+@compared("render", "claims")
 @SETTINGS
 @given(st.lists(FAST_RESULTS, min_size=1, max_size=3), st.data())
 def test_links_render_as_the_general_path_under_claims_the_registry_never_read(
@@ -407,6 +433,7 @@ def test_links_render_as_the_general_path_under_claims_the_registry_never_read(
     check_paths_agree(results, ingested(registered, data))
 
 
+@compared("render", "claims")
 @SETTINGS
 @given(st.lists(FAST_RESULTS, min_size=1, max_size=3), st.data())
 def test_dict_contents_render_as_the_general_path(results: list[Any], data: st.DataObject) -> None:
@@ -415,6 +442,7 @@ def test_dict_contents_render_as_the_general_path(results: list[Any], data: st.D
     check_paths_agree(results, ingested(results, data))
 
 
+@compared("render", "claims")
 @SETTINGS
 @given(st.lists(st.one_of(COMMON_RESULTS, FAST_RESULTS), min_size=1, max_size=2), st.data())
 def test_shared_deep_and_cyclic_plain_data_agree(results: list[Any], data: st.DataObject) -> None:
@@ -466,7 +494,7 @@ def test_plain_path_declines_before_running_anything_of_the_result(
 def test_what_lies_below_an_embedded_record_is_never_read(where: str, leaf: int) -> None:
     """A value whose own code could run, below an embedded resource's record's own values
     (where no walk reads), runs nothing on either path, and both paths agree; the plain paths
-    may take such a result (found by hypothesis: they did, and that is right)."""
+    take such a result (found by hypothesis: they did, and that is right)."""
     block = {
         "type": "resource",
         "resource": {"uri": "emb:1/x", "text": "t", "_meta": {"inner": [_traced_leaf(leaf)]}},
@@ -480,12 +508,12 @@ def test_what_lies_below_an_embedded_record_is_never_read(where: str, leaf: int)
     general_view = _render_general(result, reg)
     assert read_claims(result) == _read_general(result, None)
     assert Tracer.calls == []
-    if plain_claims is not None:
-        assert plain_claims == _read_general(result, None)
-    if plain_view is not None:
-        assert_same(plain_view.view, general_view.view)
+    assert plain_claims is not None and plain_view is not None, "the plain paths declined"
+    assert plain_claims == _read_general(result, None)
+    assert_same(plain_view.view, general_view.view)
 
 
+@compared("view")
 @SETTINGS
 @given(st.one_of(COMMON_BLOCKS, blocks()))
 def test_plain_view_is_the_view_of_the_classification(block: dict[str, Any]) -> None:
@@ -499,7 +527,8 @@ def test_plain_view_is_the_view_of_the_classification(block: dict[str, Any]) -> 
         return
     view = _plain_view(block, kind)
     if view is None:
-        return
+        return  # shown only once classified
+    COMPARED["view"] += 1
     classification = classify_block(block)
     assert type(classification).__name__ in {"Text", "Inline", "Embedded"}
     assert_same(view, _local_view(classification))  # type: ignore[arg-type]
@@ -526,12 +555,13 @@ def test_waiting_views_are_the_views_of_the_classification(
 
 
 def test_the_compiled_content_loop_is_built() -> None:
-    """An install with a C compiler builds the compiled content loop (``hatch_build.py``), so
-    the tests here check it against the Python loop: in CI its absence fails."""
+    """An install builds the compiled content loop (``hatch_build.py``), so the tests here
+    check it against the Python loop: its absence fails, unless ``SCRIPTBRIDGE_PURE_PYTHON``
+    is set (a machine with no C compiler, whose tests then check the Python loop alone)."""
     if _render._compiled_read_blocks is None:
         reason = "scriptbridge._fastcontent is not built (python hatch_build.py builds it)"
-        if os.environ.get("CI") and not os.environ.get("SCRIPTBRIDGE_PURE_PYTHON"):
-            pytest.fail(reason)
+        if not os.environ.get("SCRIPTBRIDGE_PURE_PYTHON"):
+            pytest.fail(f"{reason}; set SCRIPTBRIDGE_PURE_PYTHON=1 to test the Python loop alone")
         pytest.skip(reason)
 
 
