@@ -40,6 +40,7 @@ from .protocol._zygote_messages import (
     Failed,
     Hello,
     Kill,
+    LayerState,
     Signalled,
     Spawn,
     Spawned,
@@ -304,9 +305,16 @@ class ZygoteProcess:
     """A running zygote process and its client; use as a context manager or call
     :meth:`close`. When :meth:`close` returns, the zygote and all its children have exited."""
 
-    def __init__(self, process: subprocess.Popen[bytes], client: ZygoteClient) -> None:
+    def __init__(
+        self,
+        process: subprocess.Popen[bytes],
+        client: ZygoteClient,
+        layers: Sequence[LayerState] = (),
+    ) -> None:
         self.process = process
         self.client = client
+        self.layers: list[LayerState] = list(layers)
+        """What its children get, layer by layer (the zygote's probe at start, in ``hello``)."""
 
     @property
     def pid(self) -> int:
@@ -363,6 +371,7 @@ class ZygoteProcess:
             hello = unpack(REPLIES, data) if data else None
             if not isinstance(hello, Hello):
                 raise ZygoteError("the zygote did not start")
+            zygote.layers = list(hello.layers)
         except BaseException:
             zygote.close()
             raise

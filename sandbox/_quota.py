@@ -85,7 +85,7 @@ import stat
 import sys
 from typing import Final
 
-__all__ = ["OutMount", "enter_private_mounts", "probe", "tmpfs_size"]
+__all__ = ["OutMount", "enter_private_mounts", "probe_tmpfs", "tmpfs_size"]
 
 _LIBC: Final = ctypes.CDLL(None, use_errno=True)
 _syscall = _LIBC.syscall
@@ -360,13 +360,9 @@ def _copy_file(name: str, source: int, target: int, limit: int) -> int:
         os.close(reading)
 
 
-def probe() -> str | None:
-    """For ``scriptbridge doctor``, in a throwaway child: ``None`` when a zygote here could
-    apply the layer, else why not. Leaves the calling process in a mount namespace of its
-    own."""
-    reason = enter_private_mounts()
-    if reason is not None:
-        return reason
+def probe_tmpfs() -> str | None:
+    """For a layer probe, in a throwaway child of a zygote set up by
+    :func:`enter_private_mounts`: ``None`` when a tmpfs can be made here, else why not."""
     try:
         os.close(_make_tmpfs(*tmpfs_size(0, 0)))
     except OSError as exc:

@@ -51,12 +51,16 @@ from ._blocking_channel import BlockingChannel
 from ._isolation import (
     ChildIds,
     IsolationError,
+    LayerProbe,
     NetNamespaces,
     PidNamespaces,
+    Privilege,
     address_space_now,
     apply_isolation,
+    enter_zygote_namespace,
     fill_seccomp,
     open_python_paths,
+    probe_here,
     seccomp_arch,
     seccomp_template,
 )
@@ -80,16 +84,26 @@ __all__ = ["main"]
 
 
 class _Server:
-    def __init__(self, sock: socket.socket, mounts: str | None) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        privilege: Privilege,
+        mounts: str | None,
+        layers: list[LayerProbe],
+    ) -> None:
         self.sock = sock
         self.pid = os.getpid()
+        self.privilege = privilege
+        self.layers = layers
         self.selector = selectors.DefaultSelector()
         self.selector.register(sock, selectors.EVENT_READ, None)
         self.pid_namespaces = PidNamespaces()
-        self.net_namespaces = NetNamespaces()
+        self.net_namespaces = NetNamespaces(ahead=privilege.mode == "root")
         self.net_namespaces.prepare()
         self.python_dirs = open_python_paths()
-        self.child_ids = ChildIds(start=int.from_bytes(os.urandom(2), "little"))
+        self.child_ids = ChildIds(
+            shared=privilege.mode == "root", start=int.from_bytes(os.urandom(2), "little")
+        )
         self.ids: dict[int, int] = {}  # live child pid -> its uid and gid (ChildIds)
         self.pidfds: dict[int, int] = {}  # live child pid -> pidfd
         self.mounts = mounts  # None once in a mount namespace of its own; else why not
@@ -109,7 +123,7 @@ class _Server:
             socket.send_fds(self.sock, [pack_reply(op, **fields)], fds)
 
     def run(self) -> None:
-        self.reply("hello", pid=self.pid)
+        self.reply("hello", pid=self.pid, layers=[vars(probe) for probe in self.layers])
         while True:
             for key, _events in self.selector.select():
                 if key.data is None:
@@ -163,11 +177,9 @@ class _Server:
             return
         netns = self.net_namespaces.take(request.disable)
         address_space = address_space_now()
-        pid_namespace = self.pid_namespaces.enter(request.disable)
         try:
-            pid = os.fork()
+            pid, pid_namespace = self.pid_namespaces.fork(request.disable)
         except OSError as exc:
-            self.pid_namespaces.leave()
             self.child_ids.release(child_id)
             for fd in [*fds, *([] if netns is None else [netns])]:
                 os.close(fd)
@@ -183,7 +195,6 @@ class _Server:
                 )
             finally:
                 os._exit(status)
-        self.pid_namespaces.leave()  # if this raises, the zygote exits: its children die too
         self.ids[pid] = child_id
         for fd in [*fds, *([] if netns is None else [netns])]:
             os.close(fd)
@@ -235,6 +246,7 @@ class _Server:
                 parent_pid=self.pid,
                 pid_namespace=pid_namespace,
                 child_id=child_id,
+                privilege=self.privilege,
                 disable=frozenset(request.disable),
                 address_space=address_space,
                 netns_fd=netns,
@@ -343,11 +355,13 @@ def main(fd: int) -> None:
     closes. Exits the process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=fd)
+    privilege = enter_zygote_namespace()  # first: unshare(CLONE_NEWUSER) wants one thread
     mounts = enter_private_mounts()
     _keep_freed_memory()
     _warm.warm_up()
     if (arch := seccomp_arch()) is not None:
         seccomp_template(arch)  # made once, here, for every child
         fill_seccomp(arch, 1)  # and ready for each child in a PID namespace of its own
-    _Server(sock, mounts).run()
+    layers = probe_here(privilege, mounts)  # what its children get, said in hello
+    _Server(sock, privilege, mounts, layers).run()
     sys.exit(0)

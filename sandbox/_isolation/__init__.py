@@ -68,9 +68,12 @@ from ._landlock import landlock_abi as landlock_abi
 from ._landlock import open_python_paths as open_python_paths
 from ._landlock import python_paths as python_paths
 from ._probe import LayerProbe as LayerProbe
+from ._probe import probe_here as probe_here
 from ._probe import probe_layers as probe_layers
 from ._process import CHILD_ID_BASE as CHILD_ID_BASE
 from ._process import CHILD_ID_SLOTS as CHILD_ID_SLOTS
+from ._process import ID_BLOCK as ID_BLOCK
+from ._process import ID_LOCK_DIRS as ID_LOCK_DIRS
 from ._process import ChildIds as ChildIds
 from ._process import IsolationError as IsolationError
 from ._process import NetNamespaces as NetNamespaces
@@ -81,11 +84,17 @@ from ._seccomp import build_seccomp_filter as build_seccomp_filter
 from ._seccomp import fill_seccomp as fill_seccomp
 from ._seccomp import seccomp_arch as seccomp_arch
 from ._seccomp import seccomp_template as seccomp_template
+from ._userns import Privilege as Privilege
+from ._userns import Refusal as Refusal
+from ._userns import enter_zygote_namespace as enter_zygote_namespace
+from ._userns import explain_refusal as explain_refusal
 
 __all__ = [
     "CHILD_ID_BASE",
     "CHILD_ID_SLOTS",
     "DENIED_SYSCALLS",
+    "ID_BLOCK",
+    "ID_LOCK_DIRS",
     "OS_LAYERS",
     "ChildIds",
     "IsolationError",
@@ -93,12 +102,17 @@ __all__ = [
     "LayerProbe",
     "NetNamespaces",
     "PidNamespaces",
+    "Privilege",
+    "Refusal",
     "address_space_now",
     "apply_isolation",
     "build_seccomp_filter",
+    "enter_zygote_namespace",
+    "explain_refusal",
     "fill_seccomp",
     "landlock_abi",
     "open_python_paths",
+    "probe_here",
     "probe_layers",
     "python_paths",
     "seccomp_arch",

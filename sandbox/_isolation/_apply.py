@@ -20,14 +20,15 @@ from .._wire import SkippedLayer
 from .._zygote_wire import ChildLimits
 from ..protocol import Layer
 from ._landlock import Landlock, landlock_abi, workspace_rules
-from ._libc import CLONE_NEWNET, os_error, set_no_new_privs, setns, unshare
-from ._process import apply_rlimits, drop_uid, hygiene, watch_parent
+from ._libc import CLONE_NEWIPC, CLONE_NEWNET, os_error, set_no_new_privs, setns, unshare
+from ._process import IsolationError, apply_rlimits, drop_uid, hygiene, watch_parent
 from ._seccomp import install_seccomp, seccomp_arch
+from ._userns import Privilege
 
 __all__ = ["OS_LAYERS", "IsolationReport", "apply_isolation"]
 
 OS_LAYERS: Final[tuple[Layer, ...]] = (
-    "pidns", "rlimits", "netns", "uid", "landlock", "seccomp", "quota"
+    "pidns", "rlimits", "netns", "ipcns", "uid", "landlock", "seccomp", "quota"
 )  # fmt: skip
 """The OS layers: ``pidns`` (made by the zygote at the fork), those this module applies, in the
 order it applies them, then ``quota`` (the zygote's, applied before the fork)."""
@@ -56,6 +57,7 @@ def apply_isolation(
     parent_pid: int,
     pid_namespace: str | None,
     child_id: int,
+    privilege: Privilege,
     disable: Collection[str] = frozenset(),
     address_space: int | None = None,
     netns_fd: int | None = None,
@@ -71,6 +73,8 @@ def apply_isolation(
         pid_namespace: ``None`` when the zygote forked this child as pid 1 of a PID namespace
             of its own (:meth:`PidNamespaces.enter`), else the reason it did not.
         child_id: the uid and gid the ``uid`` layer drops to (:meth:`ChildIds.take`).
+        privilege: where the namespace layers come from (:func:`enter_zygote_namespace`: root,
+            the zygote's user namespace, or none, with the reason).
         disable: OS layers to skip (reason ``disabled``); for tests of single layers and the
             security suite's "OS layers off" mode only.
         address_space: the zygote's address space at the fork, the baseline of the
@@ -83,11 +87,13 @@ def apply_isolation(
 
     Returns:
         The kept fds (renumbered above 2 if needed, in the order given) and the report. A
-        layer that failed is in ``report.skipped`` with the error; the others still apply.
+        layer that failed is in ``report.skipped`` with the error; the others still apply,
+        but for the ``uid`` layer, whose failure part-way could leave capabilities held.
 
     Raises:
         IsolationError: the session, fds, environment or working directory could not be set
-            up; the process is then partly isolated and must exit without running a script.
+            up, or the ``uid`` layer failed; the process is then partly isolated and must exit
+            without running a script.
     """
     extra = ([] if netns_fd is None else [netns_fd]) + list(python_dirs or ())
     held = hygiene(workspace, [*keep_fds, *extra])  # the extras are closed below, each once
@@ -97,7 +103,7 @@ def apply_isolation(
     dirs = held[len(keep_fds) + (netns_fd is not None) :] if python_dirs is not None else None
     try:
         return _apply_layers(
-            workspace, limits, kept, parent_pid, pid_namespace, child_id, disable,
+            workspace, limits, kept, parent_pid, pid_namespace, child_id, privilege, disable,
             address_space, netns_fd, dirs,
         )  # fmt: skip
     finally:
@@ -113,6 +119,7 @@ def _apply_layers(
     parent_pid: int,
     pid_namespace: str | None,
     child_id: int,
+    privilege: Privilege,
     disable: Collection[str],
     address_space: int | None,
     netns_fd: int | None,
@@ -120,17 +127,19 @@ def _apply_layers(
 ) -> tuple[list[int], IsolationReport]:
     """:func:`apply_isolation` past the hygiene."""
     report = IsolationReport()
-    root = os.geteuid() == 0
     if pid_namespace is None:
         report.applied.append("pidns")
     else:
         report.skip("pidns", pid_namespace)
 
-    def wanted(layer: Layer, *, needs_root: bool = False) -> bool:
+    def wanted(layer: Layer, *, namespace: bool = False) -> bool:
         if layer in disable:
             report.skip(layer, "disabled")
             return False
-        if needs_root and not root:
+        if namespace and privilege.refusal is not None:
+            report.skip(layer, str(privilege.refusal))
+            return False
+        if namespace and os.geteuid() != 0:
             report.skip(layer, "not started as root")
             return False
         return True
@@ -143,13 +152,19 @@ def _apply_layers(
         else:
             report.applied.append("rlimits")
 
-    if wanted("netns", needs_root=True):
+    if wanted("netns", namespace=True):
         if netns_fd is not None and setns(netns_fd, CLONE_NEWNET) == 0:
             report.applied.append("netns")
         elif unshare(CLONE_NEWNET) != 0:
             report.skip("netns", str(os_error("unshare(CLONE_NEWNET)")))
         else:
             report.applied.append("netns")
+
+    if wanted("ipcns", namespace=True):
+        if unshare(CLONE_NEWIPC) != 0:
+            report.skip("ipcns", str(os_error("unshare(CLONE_NEWIPC)")))
+        else:
+            report.applied.append("ipcns")
 
     landlock: Landlock | None = None
     if wanted("landlock"):
@@ -159,13 +174,12 @@ def _apply_layers(
             reason = "the kernel has no landlock" if exc.errno == errno.ENOSYS else str(exc)
             report.skip("landlock", reason)
 
-    if wanted("uid", needs_root=True):
+    if wanted("uid", namespace=True):
         try:
-            drop_uid(child_id, hand_over_out=True)
+            drop_uid(child_id, userns=privilege.userns, hand_over_out=True)
         except OSError as exc:
-            report.skip("uid", f"could not drop to uid {child_id}: {exc}")
-        else:
-            report.applied.append("uid")
+            raise IsolationError(exc.errno, f"could not drop to uid {child_id}: {exc}") from exc
+        report.applied.append("uid")
     report.pid = watch_parent(parent_pid, own_namespace=pid_namespace is None)
 
     seccomp = wanted("seccomp")

@@ -1,63 +1,83 @@
-"""Which isolation layers this machine can apply, and why not (for ``scriptbridge doctor``).
+"""Which isolation layers this machine can apply, how, and why not (for ``scriptbridge doctor``
+and for the zygote's ``hello``).
 
-:func:`probe_layers` really applies each layer in a forked child that then exits, so the answer
-is the kernel's; the calling process is left unchanged.
+:func:`probe_here` forks a child the way the zygote forks one and really applies each layer
+in it, in the order a child applies them, so the answer is the kernel's; the child then exits
+and the calling process is left unchanged. The zygote calls it once it is set up (its
+namespaces entered), so what it reports is what its children get. :func:`probe_layers` does
+the same from any single-threaded process, setting up in a throwaway child as a zygote would.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import platform
 import resource
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from .. import _quota
 from ..protocol import LAYER_NAMES, Layer
 from ._landlock import Landlock, landlock_abi
-from ._libc import CLONE_NEWNET, os_error, set_no_new_privs, unshare
+from ._libc import CLONE_NEWIPC, CLONE_NEWNET, os_error, set_no_new_privs, unshare
 from ._process import CHILD_ID_BASE, CHILD_ID_SLOTS, PidNamespaces, drop_uid, ids_from_proc
 from ._seccomp import install_seccomp, seccomp_arch
+from ._userns import Privilege, enter_zygote_namespace
 
-__all__ = ["LayerProbe", "probe_layers"]
+__all__ = ["LayerProbe", "layer_mechanism", "probe_here", "probe_layers"]
 
 _PROBE_ID: Final = CHILD_ID_BASE + CHILD_ID_SLOTS
-"""The id ``probe_layers`` drops to: just past the children's range, never one of theirs."""
+"""The id a probe drops to: just past the children's range, never one of theirs."""
+
+_NAMESPACE_LAYERS: Final = frozenset({"netns", "pidns", "ipcns", "uid", "quota"})
+
+_MECHANISMS: Final[dict[str, str]] = {
+    "restricted-python": "RestrictedPython compiles each script, deny-by-default hooks",
+    "rlimits": "setrlimit in each child",
+    "seccomp": "a BPF filter in each child",
+    "landlock": "a landlock ruleset in each child",
+    "netns": "a network namespace of each child's own",
+    "pidns": "each child pid 1 of a PID namespace of its own",
+    "ipcns": "an IPC namespace of each child's own",
+    "uid": "a uid of each child's own",
+    "quota": "a tmpfs of the run's quota on out/",
+}
+
+
+def layer_mechanism(layer: str, privilege: Privilege) -> str:
+    """How ``layer`` is given on this machine, in words (for ``doctor``)."""
+    text = _MECHANISMS.get(layer, layer)
+    if layer == "landlock":
+        with contextlib.suppress(OSError):
+            text += f" (ABI {landlock_abi()})"
+    if layer == "uid" and privilege.mode == "root":
+        text += ", from blocks of ids no other bridge holds"
+    if layer == "uid" and privilege.userns:
+        text += ", in a user namespace of each child's own, holding no capability"
+    if layer in _NAMESPACE_LAYERS:
+        text += f", {privilege.describe()}"
+    return text
 
 
 @dataclass(frozen=True)
 class LayerProbe:
-    """Whether this machine can apply one layer, and if not, why."""
+    """Whether this machine can apply one layer; if so, how (``mechanism``); if not, why."""
 
     layer: Layer
     available: bool
     reason: str | None = None
+    mechanism: str | None = None
 
 
-def _probe_pid_namespace() -> str | None:
-    """Fork a child as the zygote would, as pid 1 of a namespace of its own; ``None`` if it
-    was, else why not."""
-    namespaces = PidNamespaces()
-    reason = namespaces.enter(())
-    if reason is not None:
-        return reason
-    parent = os.getpid()
-    try:
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the probe's child
-            os._exit(0 if os.getpid() == 1 and ids_from_proc()[1] == parent else 1)
-    except OSError as exc:
-        return f"could not fork into a PID namespace: {exc}"
-    finally:
-        namespaces.leave()
-    _, status = os.waitpid(pid, 0)
-    return None if status == 0 else "a child forked into a PID namespace was not pid 1 of it"
-
-
-def _probe_in_child() -> dict[str, str | None]:
+def _probe_in_child(
+    privilege: Privilege, mounts: str | None, pidns: str | None, parent: int
+) -> dict[str, str | None]:
+    """Apply each layer in the calling probe child; ``{layer: None, or why not}``."""
     results: dict[str, str | None] = {}
     try:
         import RestrictedPython  # noqa: F401
@@ -65,6 +85,9 @@ def _probe_in_child() -> dict[str, str | None]:
         results["restricted-python"] = f"RestrictedPython is not importable: {exc}"
     else:
         results["restricted-python"] = None
+    if pidns is None and (os.getpid() != 1 or ids_from_proc()[1] != parent):
+        pidns = "a child forked into a PID namespace was not pid 1 of it"
+    results["pidns"] = pidns
     try:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
@@ -72,15 +95,19 @@ def _probe_in_child() -> dict[str, str | None]:
         results["rlimits"] = None
     except (OSError, ValueError) as exc:
         results["rlimits"] = f"setrlimit failed: {exc}"
-    root = os.geteuid() == 0
-    results["pidns"] = _probe_pid_namespace()
-    if not root:
-        results["netns"] = results["uid"] = "not started as root"
-    else:
-        results["netns"] = (
-            None if unshare(CLONE_NEWNET) == 0 else str(os_error("unshare(CLONE_NEWNET)"))
-        )
-    results["quota"] = _quota.probe()
+    namespaces: str | None = None
+    if privilege.refusal is not None:
+        namespaces = str(privilege.refusal)
+    elif os.geteuid() != 0:
+        namespaces = "not started as root"
+    for layer, flag in (("netns", CLONE_NEWNET), ("ipcns", CLONE_NEWIPC)):
+        if namespaces is not None:
+            results[layer] = namespaces
+        elif unshare(flag) != 0:
+            results[layer] = str(os_error(f"unshare({layer})"))
+        else:
+            results[layer] = None
+    results["quota"] = namespaces or mounts or _quota.probe_tmpfs()
     ruleset: Landlock | None = None
     try:
         ruleset = Landlock(landlock_abi(), [])
@@ -88,9 +115,11 @@ def _probe_in_child() -> dict[str, str | None]:
         results["landlock"] = (
             "the kernel has no landlock" if exc.errno == errno.ENOSYS else str(exc)
         )
-    if root:
+    if namespaces is not None:
+        results["uid"] = namespaces
+    else:
         try:
-            drop_uid(_PROBE_ID, hand_over_out=False)
+            drop_uid(_PROBE_ID, userns=privilege.userns, hand_over_out=False)
             results["uid"] = None
         except OSError as exc:
             results["uid"] = f"could not drop to uid {_PROBE_ID}: {exc}"
@@ -117,25 +146,21 @@ def _probe_in_child() -> dict[str, str | None]:
     return results
 
 
-def probe_layers() -> list[LayerProbe]:
-    """Return, for each layer, whether this machine can apply it and why not.
-
-    The layers are really applied, in a forked child that then exits, so the answer is the
-    kernel's. The calling process is left unchanged. Never raises: a probe that cannot run at
-    all reports every layer unavailable with the reason.
-    """
+def _in_child(work: Callable[[], Any], fork: Callable[[], int] = os.fork) -> Any:
+    """Run ``work()`` in a child forked by ``fork`` (``os.fork``'s shape) and return its
+    answer (a JSON object), or a string saying why there is none."""
     read_fd, write_fd = os.pipe()
     try:
-        pid = os.fork()
+        pid = fork()
     except OSError as exc:
         os.close(read_fd)
         os.close(write_fd)
-        return [LayerProbe(layer, False, f"could not fork a probe: {exc}") for layer in LAYER_NAMES]
+        return f"could not fork a probe: {exc}"
     if pid == 0:  # pragma: no cover - runs in the probe child
         status = 1
         try:
             os.close(read_fd)
-            payload = json.dumps(_probe_in_child()).encode()
+            payload = json.dumps(work()).encode()
             with os.fdopen(write_fd, "wb") as pipe:
                 pipe.write(payload)
             status = 0
@@ -146,14 +171,60 @@ def probe_layers() -> list[LayerProbe]:
         raw = pipe.read()
     os.waitpid(pid, 0)
     try:
-        found: dict[str, str | None] = json.loads(raw)
+        found = json.loads(raw)
     except ValueError:
-        found = {}
+        return "the probe child failed"
+    return found if isinstance(found, dict) else "the probe child failed"
+
+
+def _probes(found: dict[str, str | None] | str, privilege: Privilege) -> list[LayerProbe]:
     probes = []
     for layer in LAYER_NAMES:
-        if layer not in found:
-            probes.append(LayerProbe(layer, False, "the probe child failed"))
+        if isinstance(found, str) or layer not in found:
+            probes.append(LayerProbe(layer, False, found if isinstance(found, str) else
+                                     "the probe child failed"))  # fmt: skip
+        elif found[layer] is None:
+            probes.append(LayerProbe(layer, True, None, layer_mechanism(layer, privilege)))
         else:
-            reason = found[layer]
-            probes.append(LayerProbe(layer, reason is None, reason))
+            probes.append(LayerProbe(layer, False, found[layer]))
     return probes
+
+
+def probe_here(privilege: Privilege, mounts: str | None) -> list[LayerProbe]:
+    """Probe each layer in a child forked from the calling process as a zygote forks its
+    children: ``privilege`` and ``mounts`` are what the caller set up
+    (:func:`enter_zygote_namespace`, :func:`sandbox._quota.enter_private_mounts`). Never
+    raises."""
+    namespaces = PidNamespaces()
+    pidns: list[str | None] = [None]
+
+    def fork() -> int:
+        pid, pidns[0] = namespaces.fork(())
+        return pid
+
+    parent = os.getpid()
+    found = _in_child(lambda: _probe_in_child(privilege, mounts, pidns[0], parent), fork)
+    return _probes(found, privilege)
+
+
+def probe_layers() -> list[LayerProbe]:
+    """Return, for each layer, whether this machine can apply it, how, and why not.
+
+    A throwaway child sets up as a zygote does (its user namespace when not root, its mount
+    namespace) and probes there (:func:`probe_here`); the calling process, which must be
+    single-threaded, is left unchanged. Never raises: a probe that cannot run at all reports
+    every layer unavailable with the reason.
+    """
+
+    def set_up_and_probe() -> dict[str, Any]:
+        privilege = enter_zygote_namespace()
+        mounts = _quota.enter_private_mounts()
+        probes = probe_here(privilege, mounts)
+        return {
+            "probes": [[p.layer, p.available, p.reason, p.mechanism] for p in probes],
+        }
+
+    found = _in_child(set_up_and_probe)
+    if isinstance(found, str):
+        return [LayerProbe(layer, False, found) for layer in LAYER_NAMES]
+    return [LayerProbe(*row) for row in found["probes"]]

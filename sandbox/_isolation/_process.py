@@ -11,10 +11,13 @@ orders them. ``netns`` is one ``unshare`` there.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import errno
+import fcntl
 import math
 import os
+import random
 import resource
 import signal
 from collections.abc import Collection, Sequence
@@ -26,15 +29,18 @@ from ._libc import (
     CLONE_NEWPID,
     PR_SET_PDEATHSIG,
     check,
-    os_error,
+    fork_with,
     prctl,
     setns,
     unshare,
 )
+from ._userns import drop_bounding_set, drop_capabilities, own_user_namespace
 
 __all__ = [
     "CHILD_ID_BASE",
     "CHILD_ID_SLOTS",
+    "ID_BLOCK",
+    "ID_LOCK_DIRS",
     "ChildIds",
     "IsolationError",
     "NetNamespaces",
@@ -72,50 +78,139 @@ class IsolationError(OSError):
     """
 
 
+ID_BLOCK: Final = 256
+"""How many ids of the range a zygote reserves at once under root (:class:`ChildIds`)."""
+
+ID_LOCK_DIRS: Final = ("/run/scriptbridge/ids", "/dev/shm/.scriptbridge-ids")
+"""Where root's zygotes reserve blocks of ids, the first that can be used: a directory of
+root's own (made so, mode 0700, if missing), one lock file per block."""
+
+
 class ChildIds:
     """The ids the zygote hands its children for the ``uid`` layer (the same number as uid and
-    gid), from :data:`CHILD_ID_BASE` on: round-robin over :data:`CHILD_ID_SLOTS` slots from
-    ``start``, skipping every id a live child still holds, so no two live children of one
-    zygote share one.
+    gid), from :data:`CHILD_ID_BASE` on; no two live children share one.
 
-    Two zygotes on one machine draw from the same range without knowing of each other; each
-    starts at a random slot (``start``), so their children rarely meet, but they may. The PID
-    namespace and the seccomp filter keep such children apart all the same.
+    ``shared=True`` (root: the ids are the machine's): ids are drawn only from blocks of
+    :data:`ID_BLOCK` that this zygote holds for itself machine-wide, each by an exclusive
+    ``flock`` on a file named for it in a directory of root's (:data:`ID_LOCK_DIRS`). A block
+    is taken when every id of the held ones is in use, tried in a random order, and held until
+    the zygote exits: the kernel drops the lock with the process, however it ends. So two
+    zygotes, of one host or of two, never hand out the same id while both run; an id of a
+    block comes back into use once its child was reaped and the block's other ids were handed
+    out since. ``shared=False`` (each child in a user namespace of its own, where no other
+    process has ids): round-robin over the whole range, no reservation.
     """
 
-    def __init__(self, start: int = 0, slots: int = CHILD_ID_SLOTS) -> None:
+    def __init__(
+        self,
+        *,
+        shared: bool,
+        start: int = 0,
+        slots: int = CHILD_ID_SLOTS,
+        lock_dirs: Sequence[str] = ID_LOCK_DIRS,
+    ) -> None:
         self._slots = slots
+        self._shared = shared
+        self._lock_dirs = lock_dirs
         self._next = start % slots
         self._held: set[int] = set()
+        self._blocks: dict[int, int] = {}  # block number -> fd of its held lock file
+        self._order = list(range(-(-slots // ID_BLOCK)))
+        random.shuffle(self._order)
 
     def take(self) -> int:
         """Return a free id and hold it until :meth:`release`.
 
         Raises:
-            LookupError: every id of the range is held (nothing is held anew).
+            LookupError: no id can be had (every one held, or no block could be reserved:
+                the message says why); nothing is held anew.
         """
-        for step in range(self._slots):
-            slot = (self._next + step) % self._slots
-            if slot not in self._held:
-                self._held.add(slot)
-                self._next = (slot + 1) % self._slots
-                return CHILD_ID_BASE + slot
-        raise LookupError(f"all {self._slots} child ids are held by live children")
+        if not self._shared:
+            return CHILD_ID_BASE + self._take_from(range(self._slots))
+        owned = sorted(slot for block in self._blocks for slot in self._block_slots(block))
+        try:
+            return CHILD_ID_BASE + self._take_from(owned)
+        except LookupError:
+            block = self._reserve_block()
+            return CHILD_ID_BASE + self._take_from(self._block_slots(block))
+
+    def _block_slots(self, block: int) -> range:
+        return range(block * ID_BLOCK, min((block + 1) * ID_BLOCK, self._slots))
+
+    def _take_from(self, slots: Sequence[int]) -> int:
+        """A free slot of ``slots``, the first at or after the round-robin cursor."""
+        if slots:
+            start = bisect.bisect_left(slots, self._next)
+            for index in range(len(slots)):
+                slot = slots[(start + index) % len(slots)]
+                if slot not in self._held:
+                    self._held.add(slot)
+                    self._next = (slot + 1) % self._slots
+                    return slot
+        raise LookupError(f"all {len(self._held)} child ids held here are in use")
+
+    def _reserve_block(self) -> int:
+        """Lock the file of a block no other zygote holds; return the block's number."""
+        fd = _lock_dir(self._lock_dirs)
+        try:
+            for block in self._order:
+                if block in self._blocks:
+                    continue
+                lock = os.open(
+                    f"{block}", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                    dir_fd=fd,
+                )  # fmt: skip
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    os.close(lock)
+                    continue
+                self._blocks[block] = lock
+                return block
+        finally:
+            os.close(fd)
+        raise LookupError("every block of child ids is held by a zygote")
 
     def release(self, child_id: int) -> None:
         """Free ``child_id`` (its child was reaped); a no-op for an id not held."""
         self._held.discard(child_id - CHILD_ID_BASE)
 
+    def close(self) -> None:
+        """Give the reserved blocks back (the zygote's exit does the same)."""
+        for lock in self._blocks.values():
+            os.close(lock)
+        self._blocks.clear()
+
+
+def _lock_dir(candidates: Sequence[str]) -> int:
+    """An fd of the first of ``candidates`` that is a directory of root's that no one else may
+    write (made so if missing), never through a symlink.
+
+    Raises:
+        LookupError: none is; the message says why for each.
+    """
+    reasons = []
+    for path in candidates:
+        try:
+            with contextlib.suppress(FileExistsError):
+                os.makedirs(path, mode=0o700)
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as exc:
+            reasons.append(f"{path}: {exc.strerror}")
+            continue
+        info = os.fstat(fd)
+        if info.st_uid == 0 and not info.st_mode & 0o022:
+            return fd
+        os.close(fd)
+        reasons.append(f"{path}: not root's alone")
+    raise LookupError(f"no directory to reserve child ids in ({'; '.join(reasons)})")
+
 
 class PidNamespaces:
-    """The zygote's half of the ``pidns`` layer: each child it forks is pid 1 of a PID
-    namespace of its own.
-
-    :meth:`enter`, just before ``fork``, makes the next child the first process of a new
-    namespace (``unshare(CLONE_NEWPID)`` changes the namespace of the zygote's children only,
-    never its own); :meth:`leave`, just after it in the zygote, points later children back at
-    the zygote's own namespace (``setns`` on ``/proc/self/ns/pid``, opened once here), which
-    the next :meth:`enter` needs: a second ``unshare`` would fail with ``EINVAL``.
+    """The zygote's half of the ``pidns`` layer: :meth:`fork` forks each child as pid 1 of a
+    PID namespace of its own, with ``clone(CLONE_NEWPID)`` (:func:`fork_with`), which leaves
+    the zygote's own namespaces as they were: it works as root and as 0 of a user namespace
+    alike.
 
     The child learns its own and its parent's pid as the zygote numbers them from
     ``/proc/self/stat`` (``getpid()`` and ``getppid()`` say 1 and 0 there), so the layer is
@@ -123,45 +218,33 @@ class PidNamespaces:
     """
 
     def __init__(self) -> None:
-        self._own: int | None = None
-        self._entered = False
         self.unavailable: str | None = None
         """Why no child can get a namespace here, or ``None``."""
         if os.geteuid() != 0:
-            self.unavailable = "not started as root"
+            self.unavailable = "not started as root, and no user namespace"
             return
         try:
             if os.readlink("/proc/self") != str(os.getpid()):
                 self.unavailable = "/proc is not this process's PID namespace's"
-                return
-            self._own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
         except OSError as exc:
-            self.unavailable = f"can't open /proc/self/ns/pid: {exc}"
+            self.unavailable = f"can't read /proc/self: {exc}"
 
-    def enter(self, disable: Collection[str]) -> str | None:
-        """Make the next child forked pid 1 of a new PID namespace; return ``None``, or why
-        not (then it is forked into the zygote's own). Call :meth:`leave` after the fork."""
-        if "pidns" in disable:
-            return "disabled"
-        if self.unavailable is not None:
-            return self.unavailable
-        if unshare(CLONE_NEWPID) != 0:
-            return str(os_error("unshare(CLONE_NEWPID)"))
-        self._entered = True
-        return None
-
-    def leave(self) -> None:
-        """Fork later children into the zygote's own namespace again (after :meth:`enter`,
-        whether the fork worked or not; a no-op otherwise).
+    def fork(self, disable: Collection[str]) -> tuple[int, str | None]:
+        """Fork a child; return ``os.fork``'s answer and ``None`` when the child is pid 1 of a
+        PID namespace of its own, or why it isn't.
 
         Raises:
-            OSError: ``setns`` failed. The zygote must then fork nothing more: a child would
-                land in the previous child's namespace.
+            OSError: the fork failed.
         """
-        if self._entered:
-            assert self._own is not None
-            self._entered = False
-            check(setns(self._own, CLONE_NEWPID), "setns(CLONE_NEWPID)")
+        reason = "disabled" if "pidns" in disable else self.unavailable
+        if reason is None:
+            try:
+                return fork_with(CLONE_NEWPID), None
+            except OSError as exc:
+                if exc.errno not in (errno.EPERM, errno.EINVAL, errno.ENOSYS, errno.EUSERS):
+                    raise
+                reason = str(exc)
+        return os.fork(), reason
 
 
 class NetNamespaces:
@@ -177,10 +260,10 @@ class NetNamespaces:
     ``None`` and the child makes its own (reporting why it couldn't, if it can't either).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, ahead: bool) -> None:
         self._own: int | None = None
         self._next: int | None = None
-        if os.geteuid() != 0:
+        if not ahead or os.geteuid() != 0:
             return
         try:
             self._own = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
@@ -279,16 +362,32 @@ def apply_rlimits(limits: ChildLimits, address_space: int | None = None) -> None
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.max_open_files, limits.max_open_files))
 
 
-def drop_uid(child_id: int, *, hand_over_out: bool) -> None:
-    if hand_over_out:  # the workspace's out/ (relative to the cwd, which is the workspace)
-        with contextlib.suppress(FileNotFoundError):
-            os.chown("out", child_id, child_id)
-    os.setgroups([])
-    os.setresgid(child_id, child_id, child_id)
-    os.setresuid(child_id, child_id, child_id)
+def drop_uid(child_id: int, *, userns: bool, hand_over_out: bool) -> None:
+    """The ``uid`` layer: become ``child_id`` (uid and gid) holding no capability.
+
+    As root (``userns=False``): no supplementary groups, the bounding set emptied, real,
+    effective and saved ids set (which clears the rest), ``out/`` handed over first when
+    ``hand_over_out``. As 0 of the zygote's user namespace (``userns=True``): a user namespace
+    of the child's own (:func:`own_user_namespace`); ``out/`` is the user's already, which is
+    ``child_id`` there. Either way ``setuid(0)`` must fail after, and ``RLIMIT_NPROC`` is 0.
+
+    Raises:
+        OSError: a step failed; the child must not run a script.
+    """
+    if userns:
+        own_user_namespace(child_id)
+    else:
+        if hand_over_out:  # the workspace's out/ (relative to the cwd, which is the workspace)
+            with contextlib.suppress(FileNotFoundError):
+                os.chown("out", child_id, child_id)
+        os.setgroups([])
+        drop_bounding_set()
+        os.setresgid(child_id, child_id, child_id)
+        os.setresuid(child_id, child_id, child_id)
+        drop_capabilities()
     try:
         os.setuid(0)
-    except PermissionError:
+    except OSError:
         pass
     else:  # pragma: no cover - the kernel would have to be broken
         raise OSError(errno.EPERM, "setuid(0) still succeeds after the drop")

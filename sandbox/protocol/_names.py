@@ -29,7 +29,15 @@ PROTOCOL_VERSION: Final = 1
 """Sent in ``ready``; the host refuses a child that speaks another version."""
 
 Layer: TypeAlias = Literal[
-    "restricted-python", "rlimits", "seccomp", "landlock", "netns", "pidns", "uid", "quota"
+    "restricted-python",
+    "rlimits",
+    "seccomp",
+    "landlock",
+    "netns",
+    "pidns",
+    "ipcns",
+    "uid",
+    "quota",
 ]
 """The isolation layers a child reports by name."""
 
@@ -40,6 +48,7 @@ LAYER_NAMES: Final[tuple[Layer, ...]] = (
     "landlock",
     "netns",
     "pidns",
+    "ipcns",
     "uid",
     "quota",
 )

@@ -8,7 +8,7 @@ most :data:`DATAGRAM` bytes; a ``spawn`` carries the child's two channel ends as
 models below directly (:mod:`sandbox._launcher`, :mod:`sandbox._zygote`).
 
 Requests: ``spawn{req_id, workspace, limits, disable}``, ``wait{req_id, pid}``,
-``kill{req_id, pid, signal}``. Replies: ``hello{pid}`` once at start, then per request
+``kill{req_id, pid, signal}``. Replies: ``hello{pid, layers}`` once at start, then per request
 ``spawned{req_id, pid}`` or ``failed{req_id, message}``, ``exited{req_id, pid, returncode,
 cpu_s, max_rss_kb, quota_exceeded}``, ``signalled{req_id, delivered}``.
 """
@@ -36,6 +36,7 @@ __all__ = [
     "Failed",
     "Hello",
     "Kill",
+    "LayerState",
     "Signalled",
     "Spawn",
     "Spawned",
@@ -112,11 +113,22 @@ class Kill(_Model):
     signal: Annotated[int, Field(ge=1, le=64)] = int(signal.SIGKILL)
 
 
+class LayerState(_Model):
+    """Whether the zygote's children get one layer, how, or why not (its probe at start)."""
+
+    layer: Layer
+    available: bool
+    reason: Annotated[str, Field(max_length=2000)] | None = None
+    mechanism: Annotated[str, Field(max_length=2000)] | None = None
+
+
 class Hello(_Model):
-    """The zygote's first datagram: it is warm and serves requests."""
+    """The zygote's first datagram: it is warm and serves requests; ``layers`` are what its
+    children get (a child forked and isolated as they are, at its start)."""
 
     op: Literal["hello"] = "hello"
     pid: int
+    layers: Annotated[list[LayerState], Field(max_length=32)] = []
 
 
 class Spawned(_Model):

@@ -333,7 +333,7 @@ def test_uid_layer_drops_root(escape: Callable[..., RunRecord]) -> None:
 def test_child_ids_go_round_and_skip_those_still_held() -> None:
     """Ids are handed out round-robin from the start slot, never one a live child still holds,
     and one comes back only once it was released (its child reaped)."""
-    ids = ChildIds(start=1, slots=3)
+    ids = ChildIds(shared=False, start=1, slots=3)
     first, second, third = ids.take(), ids.take(), ids.take()
     assert [first, second, third] == [CHILD_ID_BASE + 1, CHILD_ID_BASE + 2, CHILD_ID_BASE]
     with pytest.raises(LookupError):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import BlockingChannel, ZygoteError, ZygoteProcess
-from sandbox._isolation import python_paths
+from sandbox._isolation import ID_LOCK_DIRS, python_paths
 from sandbox.protocol import Ready, RunError
 from sandbox.testing import RunRecord, run_script
 
@@ -49,10 +49,11 @@ def test_the_zygote_and_its_children_never_load_pydantic(zygote: ZygoteProcess) 
 def test_zygote_holds_no_extra_handles(zygote: ZygoteProcess) -> None:
     """Besides fds 0-2, the zygote holds only its socket, its epoll fd, child pidfds, the
     Python installation's directories (named in each child's landlock rules) and, as root, its
-    own PID and network namespaces and the network namespace made for the next child."""
+    own network namespace, the network namespace made for the next child and the lock files
+    of the blocks of child ids it holds."""
     expected = ("socket:", "anon_inode:[eventpoll]", "anon_inode:[pidfd]")
     if os.geteuid() == 0:
-        expected += ("pid:[", "net:[")
+        expected += ("net:[", *(f"{directory}/" for directory in ID_LOCK_DIRS))
     python_dirs = set(python_paths())
     for fd in os.listdir(f"/proc/{zygote.pid}/fd"):
         if int(fd) <= 2:
