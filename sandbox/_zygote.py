@@ -97,7 +97,7 @@ class _Server:
         self.layers = layers
         self.selector = selectors.DefaultSelector()
         self.selector.register(sock, selectors.EVENT_READ, None)
-        self.pid_namespaces = PidNamespaces()
+        self.pid_namespaces = PidNamespaces(privilege.refusal.cause if privilege.refusal else None)
         self.net_namespaces = NetNamespaces(ahead=privilege.mode == "root")
         self.net_namespaces.prepare()
         self.python_dirs = open_python_paths()

@@ -14,7 +14,9 @@ from ._classify import Classification as Classification
 from ._classify import classify_block as classify_block
 from ._exceptions import AddressRefused as AddressRefused
 from ._exceptions import FetchError as FetchError
+from ._exceptions import IsolationUnavailable as IsolationUnavailable
 from ._exceptions import LimitExceeded as LimitExceeded
+from ._exceptions import MissingLayer as MissingLayer
 from ._exceptions import ProtocolViolation as ProtocolViolation
 from ._exceptions import RunCancelled as RunCancelled
 from ._exceptions import SandboxCrashed as SandboxCrashed
@@ -54,10 +56,12 @@ __all__ = [
     "Classification",
     "Ending",
     "FetchError",
+    "IsolationUnavailable",
     "Journal",
     "LimitExceeded",
     "Limits",
     "McpServer",
+    "MissingLayer",
     "ProtocolViolation",
     "PythonTool",
     "ReferenceFetcher",

@@ -47,7 +47,8 @@ import trio
 from sandbox import probe_layers
 
 from ._demo import run_demo
-from ._exceptions import ToolServerError
+from ._exceptions import IsolationUnavailable, ToolServerError
+from ._isolation_policy import required_layers
 from ._limits import Limits
 from ._mcp import McpServer
 from ._results import ScriptResult
@@ -166,6 +167,23 @@ def _bridge_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--workspace", type=Path, help="workspace directory (default: a temp one)")
     parser.add_argument("--timeout", type=float, metavar="S", help="wall-time limit in seconds")
+    parser.add_argument(
+        "--require-isolation",
+        type=_layer_list,
+        metavar="all|LAYER,...",
+        help="refuse to start unless these isolation layers apply (all: every one); without "
+        "it, a layer that can't apply is said once on stderr",
+    )
+
+
+def _layer_list(text: str) -> str | list[str]:
+    """``--require-isolation``'s value: ``all``, or comma-separated layer names (checked)."""
+    spec: str | list[str] = "all" if text == "all" else [n.strip() for n in text.split(",") if n]
+    try:
+        required_layers(spec)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+    return spec
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -183,15 +201,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return asyncio.run(_serve(args))
             return trio.run(_serve, args)
         return trio.run(_run, args)
-    except (ValueError, OSError, ToolServerError, ImportError) as exc:
+    except (ValueError, OSError, ToolServerError, ImportError, IsolationUnavailable) as exc:
         print(f"scriptbridge {args.command}: {exc}", file=sys.stderr)
         return 2
 
 
 def _doctor(out: TextIO) -> int:
+    """One line per layer: how it is given here, or why not and what would give it."""
     probes = probe_layers()
     for probe in probes:
-        state = "yes" if probe.available else f"no: {probe.reason}"
+        if probe.available:
+            state = f"yes: {probe.mechanism}"
+        else:
+            state = f"no: {probe.reason}; to apply it: {probe.remedy}"
         print(f"{probe.layer:18} {state}", file=out)
     missing = [probe.layer for probe in probes if not probe.available]
     if missing:
@@ -290,7 +312,12 @@ async def _open_bridge(args: argparse.Namespace) -> AsyncIterator[Bridge]:
     scratch = Path(tempfile.mkdtemp(prefix="scriptbridge-"))
     try:
         workspace = args.workspace or scratch
-        async with Bridge(workspace, limits=limits, fetch_allow=args.allow) as bridge:
+        async with Bridge(
+            workspace,
+            limits=limits,
+            fetch_allow=args.allow,
+            require_isolation=args.require_isolation,
+        ) as bridge:
             if args.tools:
                 for function in _tools_of(args.tools):
                     bridge.add_tool(python_tool(function))

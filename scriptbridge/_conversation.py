@@ -47,6 +47,7 @@ from sandbox.protocol import (
 
 from ._channel import ChildChannel
 from ._exceptions import ProtocolViolation
+from ._isolation_policy import unmet
 from ._launcher import Child
 from ._results import ScriptError, error_from_child
 from ._run_services import RunServices
@@ -205,6 +206,9 @@ def _check_ready(run: RunState, first: object) -> None:
     run.isolation = list(first.isolation)
     for skipped in first.skipped:
         log.info("run %s: layer %s skipped: %s", run.id, skipped.layer, skipped.reason)
+    refused = unmet(first, run.required)
+    if refused is not None:
+        raise RunEnded(Ending.SandboxCrashed, refused)
 
 
 async def _answer(channel: ChildChannel, reply: Any, call_id: int) -> None:

@@ -12,6 +12,8 @@
     │                           raise_for_error
     ├── RunCancelled            raise_for_error: the bridge was closed while the run ran
     ├── WorkspacePathError      Workspace: a path it won't take (also a ValueError)
+    ├── IsolationUnavailable    Bridge (opening): a layer named in ``require_isolation`` can't
+    │                           be applied here; ``missing`` says which, why, and the remedy
     ├── ToolServerError         McpServer, Bridge.add_server: a tool server failed a request or
     │                           couldn't start (a failed tool call reaches the script as its
     │                           ``ToolError`` instead)
@@ -37,7 +39,7 @@ translated at the boundary with ``raise ... from exc`` or into a run's ending;
 from __future__ import annotations
 
 import ipaddress
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from sandbox.protocol import Ending
@@ -47,7 +49,9 @@ if TYPE_CHECKING:
 __all__ = [
     "AddressRefused",
     "FetchError",
+    "IsolationUnavailable",
     "LimitExceeded",
+    "MissingLayer",
     "ProtocolViolation",
     "RunCancelled",
     "SandboxCrashed",
@@ -113,6 +117,26 @@ class RunCancelled(_RunEndingError):
 class FetchError(ScriptBridgeError):
     """A reference's payload could not be fetched: the transfer broke. The fetcher catches it
     and answers with ``scriptbridge.Unfetchable`` instead."""
+
+
+class MissingLayer(NamedTuple):
+    """An isolation layer this machine doesn't apply: its name, why, and what would apply it."""
+
+    layer: str
+    reason: str
+    remedy: str
+
+
+class IsolationUnavailable(ScriptBridgeError):
+    """Opening a bridge whose ``require_isolation`` names layers this machine can't apply.
+
+    Attributes:
+        missing: each such layer, why it can't apply, and what would make it apply.
+    """
+
+    def __init__(self, message: str, missing: list[MissingLayer]) -> None:
+        super().__init__(message)
+        self.missing = missing
 
 
 class WorkspacePathError(ScriptBridgeError, ValueError):

@@ -15,15 +15,17 @@ and keeps spare children ready ahead of runs (:class:`~scriptbridge._spares.Spar
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import signal
+import sys
 from typing import Final, Protocol
 
 import trio
 
 from sandbox import ChildExit, ChildLimits, SpawnedChild, ZygoteError, ZygoteProcess
-from sandbox.protocol import Ending, Ready
+from sandbox.protocol import Ending, LayerState, Ready
 
 from ._channel import ChildChannel
 from ._exceptions import ScriptBridgeError
@@ -162,6 +164,10 @@ class Launcher(Protocol):
     async def aclose(self) -> None:
         """Stop: every child started here is killed and reaped."""
 
+    def layers(self) -> list[LayerState] | None:
+        """What its children get, layer by layer, once started; ``None`` when it can't say
+        (then each run's child says it in its ``ready``)."""
+
 
 class ZygoteLauncher:
     """The default launcher: children forked by a zygote, with spares kept ready.
@@ -175,20 +181,26 @@ class ZygoteLauncher:
             that came, within this bound); 0 keeps none. Each idle spare is a process of a few
             MiB.
 
+        python: the command the zygote is started with, in place of this interpreter (one
+            that takes Python's arguments: a wrapper that starts it as another user, say).
+
     Raises:
         ValueError: ``max_spares`` is negative.
     """
 
-    def __init__(self, *, max_spares: int = MAX_SPARES) -> None:
+    def __init__(self, *, max_spares: int = MAX_SPARES, python: str = sys.executable) -> None:
         if max_spares < 0:
             raise ValueError(f"max_spares must be 0 or more, not {max_spares}")
         self._max_spares = max_spares
+        self._python = python
         self._zygote: ZygoteProcess | None = None
         self._link: ZygoteLink | None = None
         self._spares: SparePool | None = None
 
     async def start(self, nursery: trio.Nursery, dirs: RunDirs, limits: Limits) -> None:
-        zygote = await trio.to_thread.run_sync(ZygoteProcess.start)
+        zygote = await trio.to_thread.run_sync(
+            functools.partial(ZygoteProcess.start, python=self._python)
+        )
         self._zygote = zygote
         self._link = ZygoteLink(zygote)
         await nursery.start(self._link.serve)
@@ -202,6 +214,9 @@ class ZygoteLauncher:
             max_spares=self._max_spares,
         )
         nursery.start_soon(self._spares.keep)
+
+    def layers(self) -> list[LayerState] | None:
+        return list(self._zygote.layers) if self._zygote is not None else None
 
     @property
     def zygote_pid(self) -> int | None:

@@ -51,6 +51,9 @@ class RunState:
     failed_fetches: dict[str, str] = field(default_factory=dict)
     """Reference id -> the reason its fetch failed in this run (answered again, no request)."""
     isolation: list[str] = field(default_factory=list)
+    required: frozenset[str] = frozenset()
+    """The layers its child must report in force before the script is sent
+    (``require_isolation``)."""
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     closing: bool = False
     """The bridge is closing: the run was cancelled by it, not by its caller."""

@@ -60,6 +60,7 @@ from ._conversation import NO_ENDING, serve_child, start_message
 from ._exceptions import ScriptBridgeError
 from ._fetcher import ReferenceFetcher
 from ._hosting import Host, open_host
+from ._isolation_policy import RequiredIsolation, check_layers, describe_missing, required_layers
 from ._launcher import REAP_TIMEOUT_S, Child, Launcher, ZygoteLauncher, exit_error
 from ._limits import Limits
 from ._marks_gate import MarksGate
@@ -102,6 +103,12 @@ class Bridge:
             by default a zygote with spare children. Tests pass one that hands out hostile ones.
         max_spares: the default launcher's bound on spares, forked ahead of runs as bursts ask
             (0: none; 8 by default); a ``ValueError`` if negative or with a ``launcher``.
+        require_isolation: ``None`` (the default: each layer this machine can't apply is
+            logged once at ``WARNING`` as the bridge opens, why and the remedy), ``"all"``, or
+            a list of layer names (``LAYER_NAMES``) that must apply: opening raises
+            :class:`~scriptbridge.IsolationUnavailable` naming each one that can't, and a run
+            whose child didn't apply one ends ``SandboxCrashed`` before its script is sent
+            (:mod:`scriptbridge._isolation_policy`); a ``ValueError`` for an unknown name.
 
     An async context manager under trio or asyncio; all it started is stopped and reaped when
     the block exits. Under asyncio (:mod:`scriptbridge._hosting`) its trio side, registry and
@@ -118,7 +125,10 @@ class Bridge:
         eager_max_bytes: int | None = None,
         launcher: Launcher | None = None,
         max_spares: int | None = None,
+        require_isolation: RequiredIsolation = None,
     ) -> None:
+        self.required_layers = required_layers(require_isolation)
+        """The layers every run must have (``require_isolation``)."""
         self.launcher: Launcher = _launcher(launcher, max_spares)
         self.limits = limits or Limits()
         self.workspace = Workspace(workspace)
@@ -165,6 +175,9 @@ class Bridge:
             try:
                 self._dirs.open()
                 await self.launcher.start(nursery, self._dirs, self.limits)
+                missing = check_layers(self.launcher.layers(), self.required_layers)
+                if missing:
+                    log.warning("running scripts without %s", describe_missing(missing))
                 nursery.start_soon(self._dirs.sweep)
                 await nursery.start(self._reaps.serve)
                 self._nursery = nursery
@@ -318,6 +331,7 @@ class Bridge:
         table = self._tools if tools is None else self._tools.only(tools)
         started = time.perf_counter()
         run = _new_run(limits or self.limits, session, watch, self._live())
+        run.required = self.required_layers
         run_dir = self._dirs.for_run(run.id)
         self._runs[run.id] = run
         child: Child | None = None

@@ -16,6 +16,7 @@ from typing import Any
 
 from ._exceptions import ScriptBridgeError
 from ._hosting import ThreadHost
+from ._isolation_policy import RequiredIsolation
 from ._launcher import Launcher
 from ._limits import Limits
 from ._mcp import McpServer
@@ -44,6 +45,7 @@ class SyncBridge:
         eager_max_bytes: int | None = None,
         launcher: Launcher | None = None,
         max_spares: int | None = None,
+        require_isolation: RequiredIsolation = None,
     ) -> None:
         self.bridge = Bridge(
             workspace,
@@ -52,6 +54,7 @@ class SyncBridge:
             eager_max_bytes=eager_max_bytes,
             launcher=launcher,
             max_spares=max_spares,
+            require_isolation=require_isolation,
         )
         self._host: ThreadHost | None = None
 

@@ -20,13 +20,14 @@ and :func:`hand_to_user` gives a tree to the user.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
 import stat
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from sandbox import ZygoteProcess
@@ -61,8 +62,9 @@ def _closed_ancestors(paths: Iterable[str]) -> dict[str, set[str]]:
     return closed
 
 
-def _wrapper(python: str, uid: int, needs: Sequence[str]) -> str:
-    """A shell script that starts ``python`` (with its arguments) as ``uid`` (module doc)."""
+def _wrapper(python: str, uid: int, needs: Sequence[str], prelude: str | None) -> str:
+    """A shell script that starts ``python`` (with its arguments) as ``uid`` (module doc),
+    after running ``prelude`` (Python, as ``uid``) in the same process, when given."""
     steps = ["set -e", "keep=$(mktemp -d)"]
     for index, (directory, names) in enumerate(sorted(_closed_ancestors(needs).items())):
         keep = f'"$keep/{index}"'
@@ -73,9 +75,11 @@ def _wrapper(python: str, uid: int, needs: Sequence[str]) -> str:
             steps.append(f"mkdir {inside}; mount --bind {keep}/{shlex.quote(name)} {inside}")
         steps.append(f"umount {keep}; rmdir {keep}")
     steps.append('rmdir "$keep"')
-    steps.append(
-        f'exec setpriv --reuid={uid} --regid={uid} --clear-groups -- {shlex.quote(python)} "$@"'
-    )
+    command = shlex.quote(python)
+    if prelude is not None:
+        boot = f"{prelude}\nimport os, sys\nos.execv({python!r}, [{python!r}, *sys.argv[1:]])"
+        command = f"{shlex.quote(python)} -I -c {shlex.quote(boot)}"
+    steps.append(f'exec setpriv --reuid={uid} --regid={uid} --clear-groups -- {command} "$@"')
     inner = "; ".join(steps)
     return (
         "#!/bin/sh\n"
@@ -84,18 +88,36 @@ def _wrapper(python: str, uid: int, needs: Sequence[str]) -> str:
     )
 
 
-def start_zygote_as_user(uid: int = USER_ID) -> ZygoteProcess:
-    """Start a zygote as the ordinary user ``uid`` (module doc); the caller closes it."""
+DENY_USER_NAMESPACES = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+import seccomp_denial
+seccomp_denial.deny_user_namespaces()
+"""
+"""A prelude that puts the process under a seccomp filter refusing user namespaces, as a
+container's default profile does (:mod:`seccomp_denial`)."""
+
+
+@contextlib.contextmanager
+def python_as_user(uid: int = USER_ID, prelude: str | None = None) -> Iterator[str]:
+    """The path of a command that runs this interpreter as ``uid`` (module doc), for
+    ``ZygoteProcess.start(python=...)`` or ``ZygoteLauncher(python=...)``; removed after."""
     python = os.path.realpath(sys.executable)
     needs = [python, sys.prefix, sys.base_prefix, str(REPOSITORY)]
     scripts = Path(tempfile.mkdtemp(prefix="scriptbridge-as-user-"))
     try:
         wrapper = scripts / "python"
-        wrapper.write_text(_wrapper(sys.executable, uid, needs))
+        wrapper.write_text(_wrapper(sys.executable, uid, needs, prelude))
         wrapper.chmod(0o700)
-        return ZygoteProcess.start(python=str(wrapper))
+        yield str(wrapper)
     finally:
         shutil.rmtree(scripts, ignore_errors=True)
+
+
+def start_zygote_as_user(uid: int = USER_ID, prelude: str | None = None) -> ZygoteProcess:
+    """Start a zygote as the ordinary user ``uid`` (module doc); the caller closes it."""
+    with python_as_user(uid, prelude) as python:
+        return ZygoteProcess.start(python=python)
 
 
 def user_directory(uid: int = USER_ID) -> Path:

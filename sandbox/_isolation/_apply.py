@@ -137,7 +137,7 @@ def _apply_layers(
             report.skip(layer, "disabled")
             return False
         if namespace and privilege.refusal is not None:
-            report.skip(layer, str(privilege.refusal))
+            report.skip(layer, privilege.refusal.cause)
             return False
         if namespace and os.geteuid() != 0:
             report.skip(layer, "not started as root")

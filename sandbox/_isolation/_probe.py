@@ -29,7 +29,7 @@ from ._process import CHILD_ID_BASE, CHILD_ID_SLOTS, PidNamespaces, drop_uid, id
 from ._seccomp import install_seccomp, seccomp_arch
 from ._userns import Privilege, enter_zygote_namespace
 
-__all__ = ["LayerProbe", "layer_mechanism", "probe_here", "probe_layers"]
+__all__ = ["LayerProbe", "layer_mechanism", "layer_remedy", "probe_here", "probe_layers"]
 
 _PROBE_ID: Final = CHILD_ID_BASE + CHILD_ID_SLOTS
 """The id a probe drops to: just past the children's range, never one of theirs."""
@@ -66,12 +66,33 @@ def layer_mechanism(layer: str, privilege: Privilege) -> str:
 
 @dataclass(frozen=True)
 class LayerProbe:
-    """Whether this machine can apply one layer; if so, how (``mechanism``); if not, why."""
+    """Whether this machine can apply one layer; if so, how (``mechanism``); if not, why
+    (``reason``) and what would make it apply (``remedy``)."""
 
     layer: Layer
     available: bool
     reason: str | None = None
     mechanism: str | None = None
+    remedy: str | None = None
+
+
+def layer_remedy(layer: str, reason: str, privilege: Privilege) -> str:
+    """What would let ``layer``, missing for ``reason``, apply on this machine."""
+    if reason == "disabled":
+        return "don't disable it"
+    if layer in _NAMESPACE_LAYERS and privilege.refusal is not None:
+        return privilege.refusal.remedy
+    if layer == "landlock":
+        return "a kernel with landlock: Linux 5.13 or later, landlock in its lsm= list"
+    if layer == "seccomp":
+        return "a kernel with seccomp filters, on x86_64 or aarch64"
+    if layer == "quota" and "no mount calls known" in reason:
+        return "x86_64 or aarch64 (the new mount API's numbers are known there)"
+    if layer == "pidns" and "/proc" in reason:
+        return "a /proc of the PID namespace the host runs in"
+    if layer == "restricted-python":
+        return "reinstall scriptbridge (RestrictedPython is one of its dependencies)"
+    return "see scriptbridge doctor and SECURITY.md (Layers for every user)"
 
 
 def _probe_in_child(
@@ -97,7 +118,7 @@ def _probe_in_child(
         results["rlimits"] = f"setrlimit failed: {exc}"
     namespaces: str | None = None
     if privilege.refusal is not None:
-        namespaces = str(privilege.refusal)
+        namespaces = privilege.refusal.cause
     elif os.geteuid() != 0:
         namespaces = "not started as root"
     for layer, flag in (("netns", CLONE_NEWNET), ("ipcns", CLONE_NEWIPC)):
@@ -186,7 +207,9 @@ def _probes(found: dict[str, str | None] | str, privilege: Privilege) -> list[La
         elif found[layer] is None:
             probes.append(LayerProbe(layer, True, None, layer_mechanism(layer, privilege)))
         else:
-            probes.append(LayerProbe(layer, False, found[layer]))
+            reason = str(found[layer])
+            remedy = layer_remedy(layer, reason, privilege)
+            probes.append(LayerProbe(layer, False, reason, None, remedy))
     return probes
 
 
@@ -195,7 +218,7 @@ def probe_here(privilege: Privilege, mounts: str | None) -> list[LayerProbe]:
     children: ``privilege`` and ``mounts`` are what the caller set up
     (:func:`enter_zygote_namespace`, :func:`sandbox._quota.enter_private_mounts`). Never
     raises."""
-    namespaces = PidNamespaces()
+    namespaces = PidNamespaces(privilege.refusal.cause if privilege.refusal else None)
     pidns: list[str | None] = [None]
 
     def fork() -> int:
@@ -221,7 +244,7 @@ def probe_layers() -> list[LayerProbe]:
         mounts = _quota.enter_private_mounts()
         probes = probe_here(privilege, mounts)
         return {
-            "probes": [[p.layer, p.available, p.reason, p.mechanism] for p in probes],
+            "probes": [[p.layer, p.available, p.reason, p.mechanism, p.remedy] for p in probes],
         }
 
     found = _in_child(set_up_and_probe)

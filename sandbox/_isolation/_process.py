@@ -217,11 +217,12 @@ class PidNamespaces:
     unavailable where ``/proc`` is not the zygote's PID namespace's.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, refusal: str | None = None) -> None:
         self.unavailable: str | None = None
-        """Why no child can get a namespace here, or ``None``."""
+        """Why no child can get a namespace here (``refusal``: why the zygote has no user
+        namespace, if it has none), or ``None``."""
         if os.geteuid() != 0:
-            self.unavailable = "not started as root, and no user namespace"
+            self.unavailable = refusal or "not started as root"
             return
         try:
             if os.readlink("/proc/self") != str(os.getpid()):

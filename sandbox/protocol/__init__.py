@@ -101,6 +101,7 @@ if typing.TYPE_CHECKING:
     from ._messages import parse_child_message as parse_child_message
     from ._messages import parse_host_message as parse_host_message
     from ._zygote_messages import ChildLimits as ChildLimits
+    from ._zygote_messages import LayerState as LayerState
     from ._zygote_messages import ZygoteReply as ZygoteReply
     from ._zygote_messages import encode_request as encode_request
     from ._zygote_messages import read_reply as read_reply
@@ -132,6 +133,7 @@ __all__ = [
     "FrameDecoder",
     "HostMessage",
     "Layer",
+    "LayerState",
     "Output",
     "PlainData",
     "ProtocolError",
@@ -182,6 +184,7 @@ _MODELS: Final = {
     "parse_child_message": "_messages",
     "parse_host_message": "_messages",
     "ChildLimits": "_zygote_messages",
+    "LayerState": "_zygote_messages",
     "ZygoteReply": "_zygote_messages",
     "encode_request": "_zygote_messages",
     "read_reply": "_zygote_messages",

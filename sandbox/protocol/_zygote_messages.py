@@ -120,6 +120,7 @@ class LayerState(_Model):
     available: bool
     reason: Annotated[str, Field(max_length=2000)] | None = None
     mechanism: Annotated[str, Field(max_length=2000)] | None = None
+    remedy: Annotated[str, Field(max_length=2000)] | None = None
 
 
 class Hello(_Model):
