@@ -356,7 +356,7 @@ def main(fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=fd)
     privilege = enter_zygote_namespace()  # first: unshare(CLONE_NEWUSER) wants one thread
-    mounts = enter_private_mounts()
+    mounts = privilege.refusal.cause if privilege.refusal else enter_private_mounts()
     _keep_freed_memory()
     _warm.warm_up()
     if (arch := seccomp_arch()) is not None:

@@ -65,9 +65,15 @@ def required_layers(spec: RequiredIsolation) -> frozenset[str]:
 
 
 def describe_missing(missing: Iterable[MissingLayer]) -> str:
-    """The words for layers not in force: each one, why, and what would apply it."""
+    """The words for layers not in force: each one, why, and what would apply it (layers
+    missing for one reason, with one remedy, named together)."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for item in missing:
+        groups.setdefault((item.reason, item.remedy), []).append(item.layer)
     return "; ".join(
-        f"{item.layer} (why: {item.reason}; to apply it: {item.remedy})" for item in missing
+        f"{', '.join(layers)} (why: {reason}; to apply {'them' if len(layers) > 1 else 'it'}: "
+        f"{remedy})"
+        for (reason, remedy), layers in groups.items()
     )
 
 

@@ -57,7 +57,7 @@ from sandbox.protocol import Ending, check_plain
 
 from . import lanes
 from ._conversation import NO_ENDING, serve_child, start_message
-from ._exceptions import ScriptBridgeError
+from ._exceptions import IsolationUnavailable, ScriptBridgeError
 from ._fetcher import ReferenceFetcher
 from ._hosting import Host, open_host
 from ._isolation_policy import RequiredIsolation, check_layers, describe_missing, required_layers
@@ -159,6 +159,11 @@ class Bridge:
         if self._host is not None:
             raise ScriptBridgeError("this Bridge is open already")
         self._host = await open_host(self._lifetime)
+        try:
+            self._sync(self._check_isolation)
+        except IsolationUnavailable:
+            await self.__aexit__(None, None, None)
+            raise
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -175,9 +180,6 @@ class Bridge:
             try:
                 self._dirs.open()
                 await self.launcher.start(nursery, self._dirs, self.limits)
-                missing = check_layers(self.launcher.layers(), self.required_layers)
-                if missing:
-                    log.warning("running scripts without %s", describe_missing(missing))
                 nursery.start_soon(self._dirs.sweep)
                 await nursery.start(self._reaps.serve)
                 self._nursery = nursery
@@ -197,6 +199,13 @@ class Bridge:
             await self._reaps.abandon()  # none, unless the bridge failed as it opened
             await self.launcher.aclose()
             self._dirs.close()
+
+    def _check_isolation(self) -> None:
+        """Raise :class:`~scriptbridge.IsolationUnavailable` for a required layer the launcher
+        says its children don't get; log the others missing once (``require_isolation``)."""
+        missing = check_layers(self.launcher.layers(), self.required_layers)
+        if missing:
+            log.warning("running scripts without %s", describe_missing(missing))
 
     def _live(self) -> Host:
         if self._host is None:

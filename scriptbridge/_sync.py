@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ._exceptions import ScriptBridgeError
+from ._exceptions import IsolationUnavailable, ScriptBridgeError
 from ._hosting import ThreadHost
 from ._isolation_policy import RequiredIsolation
 from ._launcher import Launcher
@@ -64,6 +64,11 @@ class SyncBridge:
         host = ThreadHost(self.bridge._lifetime)
         host.open_blocking()
         self._host = self.bridge._host = host
+        try:
+            self.bridge._sync(self.bridge._check_isolation)
+        except IsolationUnavailable:
+            self.close()
+            raise
         return self
 
     def __exit__(self, *exc_info: object) -> None:

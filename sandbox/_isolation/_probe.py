@@ -241,7 +241,7 @@ def probe_layers() -> list[LayerProbe]:
 
     def set_up_and_probe() -> dict[str, Any]:
         privilege = enter_zygote_namespace()
-        mounts = _quota.enter_private_mounts()
+        mounts = privilege.refusal.cause if privilege.refusal else _quota.enter_private_mounts()
         probes = probe_here(privilege, mounts)
         return {
             "probes": [[p.layer, p.available, p.reason, p.mechanism, p.remedy] for p in probes],
