@@ -309,8 +309,13 @@ async def test_server_everything_stub_runs(bridge: Bridge) -> None:
     source = bridge.tool_stubs()
     ast.parse(source)
     wanted = [n for n in bridge.tool_names if n.split(".")[1] in {"echo", "add", "get-sum"}]
+    short = {n.split(".")[1] for n in wanted}
+    assert "echo" in short and short & {"add", "get-sum"}, (  # a sum is "add" in older releases
+        f"server-everything renamed its tools: {bridge.tool_names}"
+    )
     result = await bridge.run(script_from_stub(bridge.tool_stubs(wanted)))
     assert result.ok, result.error
+    assert type(result.value) is list and len(result.value) == len(wanted), result.value
 
 
 # --- the header -------------------------------------------------------------------------------
