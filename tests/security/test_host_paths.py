@@ -93,14 +93,18 @@ async def test_a_fetch_does_not_outlive_its_wall_time_while_another_run_floods_t
     bridge.add_tool(python_tool(lambda: {"content": [link(uri)]}, name="links"))
     results: dict[str, Any] = {}
 
+    ended: list[str] = []
+
     async def victim() -> None:
         source = 'read_text(fetch(call_tool("links")["content"][0]))'
         results["victim"] = await bridge.run(source, limits=Limits(wall_s=1.0))
+        ended.append("victim")
         nursery.cancel_scope.cancel()  # the attack has had its chance
 
     async def attacker() -> None:
         source = 'call_tool("go")\nlen(call_tools([("big", {})] * 500))'
         results["attacker"] = await bridge.run(source, limits=Limits(wall_s=6.0))
+        ended.append("attacker")
 
     async def releaser() -> None:
         await arrived.wait()
@@ -114,10 +118,11 @@ async def test_a_fetch_does_not_outlive_its_wall_time_while_another_run_floods_t
         nursery.start_soon(victim)
         nursery.start_soon(releaser)
     victim_result = results["victim"]
-    assert victim_result.error is not None
-    assert victim_result.duration_s < 1.0 + 1.0, (
-        f"a run with a 1 s wall time ran {victim_result.duration_s:.1f} s: its fetch waited "
-        "for another run's ingestions in a shielded scope"
+    assert victim_result.error is not None, victim_result
+    assert victim_result.error.type == "WallTimeExceeded", victim_result.error
+    assert ended == ["victim"], (
+        f"a run with a 1 s wall time ran {victim_result.duration_s:.1f} s, until the flood "
+        "ended: its fetch waited for another run's ingestions in a shielded scope"
     )
 
 
