@@ -265,7 +265,10 @@ async def test_steps_of_one_session_run_one_at_a_time(bridge: Bridge) -> None:
             while not bridge.progress():
                 await trio.sleep(0.01)
             nursery.start_soon(step, "x + '!'\n")
-            await trio.sleep(0.2)
+            lock = session._state.lock  # type: ignore[union-attr]
+            with trio.fail_after(30):  # the second step waits for the first, or runs beside it
+                while lock.statistics().tasks_waiting == 0 and len(bridge.progress()) < 2:
+                    await trio.sleep(0.01)
             assert len(bridge.progress()) == 1 and results == []
             gate.set()
     assert results == ["opened", "opened!"]
