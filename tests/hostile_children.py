@@ -23,7 +23,6 @@ import contextlib
 import itertools
 import math
 import os
-import pathlib
 import signal
 import subprocess
 import sys
@@ -49,24 +48,6 @@ from scriptbridge._run_dirs import RunDir
 # --- processes and fds ------------------------------------------------------------------------
 
 
-def descendants(pid: int) -> set[int]:
-    """Live (non-zombie) descendants of ``pid``, read from /proc."""
-    parents: dict[int, int] = {}
-    for entry in pathlib.Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] != "Z":
-                parents[int(entry.name)] = int(fields[1])
-    found, frontier = set(), {pid}
-    while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier}
-        found |= frontier
-    return found
-
-
 def open_fds() -> set[str]:
     """This process's open fds, each as ``"<fd> -> <target>"`` (from /proc/self/fd)."""
     found = set()
@@ -74,14 +55,6 @@ def open_fds() -> set[str]:
         with contextlib.suppress(OSError):  # the fd listdir itself used is gone by now
             found.add(f"{entry} -> {os.readlink(f'/proc/self/fd/{entry}')}")
     return found
-
-
-def rss_kib() -> int:
-    """This process's resident set, in KiB (VmRSS of /proc/self/status)."""
-    for line in pathlib.Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmRSS in /proc/self/status")
 
 
 # --- frames -----------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import pytest
 import trio
-from hostile_children import descendants
+from processes import only_spares_left
 
 from scriptbridge import Bridge, Limits, ScriptBridgeError, SyncBridge, markers, python_tool
 from scriptbridge._demo import demo_bridge, payload_server
@@ -129,16 +129,15 @@ async def limits_hold(bridge: Bridge, backend: str) -> None:
 
 
 async def cancelled_by_the_host(bridge: Bridge, backend: str) -> None:
-    """Cancelling the host's call kills and reaps the child before the cancellation goes on."""
+    """Cancelling the host's call kills and reaps the child before the cancellation goes on
+    (long before the run's wall time of 30 s); nothing but spares is left."""
     assert isinstance(bridge.launcher, ZygoteLauncher)
-    zygote = bridge.launcher.zygote_pid
-    assert zygote is not None
     started = time.monotonic()
     with anyio.move_on_after(0.5) as scope:
         await bridge.run("while True:\n    pass\n", limits=Limits(wall_s=30, cpu_s=30))
-    assert scope.cancelled_caught and time.monotonic() - started < 1.0
-    assert descendants(zygote) <= set(bridge.launcher.spare_pids())
+    assert scope.cancelled_caught and time.monotonic() - started < 15, "ran to its wall time"
     assert bridge.progress() == []
+    await only_spares_left(bridge)
 
 
 async def many_at_once(bridge: Bridge, backend: str) -> None:
@@ -217,8 +216,8 @@ async def a_waiting_tool_ends_with_its_run(bridge: Bridge, backend: str) -> None
     started = time.monotonic()
     stalled = await bridge.run("tools.stalls()\n", limits=Limits(wall_s=0.5, cpu_s=30))
     assert stalled.error is not None and stalled.error.type == "WallTimeExceeded"
-    assert time.monotonic() - started < 5.0
-    with anyio.fail_after(5):
+    assert time.monotonic() - started < 20, "the waiting tool held its run past its wall time"
+    with anyio.fail_after(20):
         while not heard:
             await anyio.sleep(0.01)
     assert heard == ["cancelled"]
@@ -246,22 +245,19 @@ def test_bridge_end_to_end(
 
 
 def test_wait_for_under_asyncio_kills_the_run(tmp_path: pathlib.Path) -> None:
-    """asyncio.wait_for on an endless script raises TimeoutError within a second and leaves no
-    child behind."""
+    """asyncio.wait_for on an endless script raises TimeoutError long before the run's wall
+    time and leaves no child behind."""
 
     async def main() -> None:
         async with Bridge(tmp_path / "ws") as bridge:
-            assert isinstance(bridge.launcher, ZygoteLauncher)
-            zygote = bridge.launcher.zygote_pid
-            assert zygote is not None
             started = time.monotonic()
             with pytest.raises(TimeoutError):
                 await asyncio.wait_for(
                     bridge.run("while True:\n    pass\n", limits=Limits(wall_s=30, cpu_s=30)),
                     0.5,
                 )
-            assert time.monotonic() - started < 1.0
-            assert descendants(zygote) <= set(bridge.launcher.spare_pids())
+            assert time.monotonic() - started < 15, "ran to its wall time (30 s)"
+            await only_spares_left(bridge)
 
     asyncio.run(main())
 

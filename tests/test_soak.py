@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 
 import pytest
 import trio
-from hostile_children import descendants, open_fds, rss_kib
+from hostile_children import open_fds
+from processes import descendants, rss_kib
 
 from scriptbridge._limits import Limits
 from scriptbridge._results import ScriptResult
@@ -144,10 +145,10 @@ async def test_a_thousand_scripts_through_one_bridge(
         bridge.add_tool(python_tool(lambda n: 2 * n, name="double"))
         warm = await soak(bridge, WARM_UP)
         gc.collect()
-        rss_before, fds_before = rss_kib(), len(open_fds())
+        rss_before, fds_before = rss_kib(os.getpid()), len(open_fds())
         tally = await soak(bridge, SCRIPTS, start=WARM_UP)
         gc.collect()
-        rss_after, fds_after = rss_kib(), len(open_fds())
+        rss_after, fds_after = rss_kib(os.getpid()), len(open_fds())
         idle_children = descendants(os.getpid()) - processes
         assert warm.wrong + tally.wrong == []
         assert tally.runs.total() == SCRIPTS and set(tally.runs) == set(WEIGHTS)

@@ -16,11 +16,12 @@ from hostile_children import (
     HostileLauncher,
     PipeChild,
     ProcessChild,
-    descendants,
     frame,
     ready_body,
 )
 from loopback_http import LoopbackServer, body, stall, start_server
+from processes import descendants, only_spares_left, process_state
+from spare_children import spares_ready
 
 from scriptbridge import markers
 from scriptbridge._launcher import ZygoteLauncher
@@ -228,13 +229,25 @@ async def test_a_hundred_concurrent_runs_are_independent(bridge: Bridge) -> None
 
 
 async def test_cancelling_a_run_leaves_no_process(bridge: Bridge) -> None:
-    """Cancelling the caller kills and reaps the child before run returns."""
-    assert isinstance(bridge.launcher, ZygoteLauncher) and bridge.launcher.zygote_pid is not None
-    zygote = bridge.launcher.zygote_pid
-    with trio.move_on_after(1.0):
-        await bridge.run("while True:\n    pass\n", limits=Limits(wall_s=30, cpu_s=30))
-    spares = set(bridge.launcher.spare_pids())  # idle, waiting for a run
-    assert descendants(zygote) <= spares
+    """Cancelling the caller kills and reaps the child before run returns: its pid is gone
+    from /proc then; the zygote holds nothing but spares, and runs/ is empty."""
+    child = (await spares_ready(bridge))[0]  # the spare the run takes
+    running = trio.Event()
+
+    async def started() -> str:
+        running.set()
+        return "running"
+
+    async def endless() -> None:  # the default limits, a spare's (a wall time of 30 s)
+        await bridge.run("tools.started()\nwhile True:\n    pass\n")
+
+    bridge.add_tool(python_tool(started))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(endless)
+        await running.wait()
+        nursery.cancel_scope.cancel()
+    assert process_state(child) is None, "run returned before its child was reaped"
+    await only_spares_left(bridge)
     assert list((bridge.workspace.root / "runs").iterdir()) == []
 
 
@@ -262,12 +275,12 @@ async def test_a_mark_after_the_fetch_unlinks_the_runs_copy(
         try:
             read_text(path)
             still = "readable"
-        except Exception as exc:
+        except FileNotFoundError:
             still = "gone"
         [before, after["unfetchable"], still]
     """)
     )
-    assert result.ok, result.error
+    assert result.ok, result.error  # any other error fails the script
     assert result.value == ["quarterly numbers", markers.PAYLOAD_NEVER, "gone"]
     assert list((bridge.workspace.root / "refs").iterdir()) == []
 
