@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 NPM_DIR := $(VENV)/npm
 NPM_STAMP := $(NPM_DIR)/.installed
 
-.PHONY: test demo lint bench clean npm-servers
+.PHONY: test demo lint bench clean npm-servers fuzz
 
 $(STAMP): pyproject.toml hatch_build.py scriptbridge/_fastcontent.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,13 @@ npm-servers: $(NPM_STAMP)
 test: lint npm-servers
 	$(BIN)/pytest -n 2
 
+# every fuzz target (fuzz/) for FUZZ_S seconds each, the C loop built with ASan and UBSan (needs
+# clang; atheris comes with the test extra); findings and what the runs learnt stay in
+# fuzz/findings/ (SECURITY.md says more)
+FUZZ_S ?= 10
+fuzz: $(STAMP)
+	nice -n 10 $(BIN)/python fuzz/run.py --seconds $(FUZZ_S)
+
 demo: $(STAMP)
 	$(BIN)/scriptbridge demo
 
@@ -43,4 +50,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/compare.py
 
 clean:
-	rm -rf $(VENV) build dist .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) build dist .mypy_cache .ruff_cache .hypothesis fuzz/findings
