@@ -17,7 +17,15 @@ from typing import Any
 
 import pytest
 
-CONFIGURATIONS = {"full": "all layers", "language-off": "language off", "os-off": "OS layers off"}
+CONFIGURATIONS = {
+    "full": "all layers",
+    "language-off": "language off",
+    "os-off": "OS layers off",
+    "full@user": "user: all",
+    "language-off@user": "user: lang off",
+}
+"""The columns: the zygote started as the tests run, then as an ordinary user (``@user``,
+the OS categories only)."""
 
 
 def _runs(terminalreporter: pytest.TerminalReporter) -> list[dict[str, Any]]:
@@ -29,7 +37,10 @@ def _runs(terminalreporter: pytest.TerminalReporter) -> list[dict[str, Any]]:
             if "security_mode" not in properties or "security_category" not in properties:
                 continue
             if outcome == "skipped":
-                found.append(properties | {"security_verdict": "not run"})
+                longrepr = getattr(report, "longrepr", None)
+                why = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+                why = why.removeprefix("Skipped: ")
+                found.append(properties | {"security_verdict": "not run", "security_why": why})
             elif getattr(report, "when", None) == "call" and "security_verdict" in properties:
                 found.append(properties)
     return found
@@ -44,16 +55,26 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     ran: Counter[tuple[str, str]] = Counter()
     not_run: list[str] = []
     one_layer: list[str] = []
-    controls = Counter(run["security_verdict"] for run in runs if run["security_mode"] == "control")
+    controls = Counter(
+        (run["security_mode"], run["security_verdict"])
+        for run in runs
+        if run["security_mode"] in ("control", "control@user")
+        and run["security_verdict"] != "not run"
+    )
     categories: list[str] = []
     for run in runs:
         mode, category = run["security_mode"], run["security_category"]
         if category not in categories:
             categories.append(category)
-        if mode == "control":
+        if mode in ("control", "control@user"):
+            if run["security_verdict"] == "not run":
+                who = "as an ordinary user" if mode == "control@user" else "as the tests run"
+                not_run.append(f"{run['security_case']} (control, {who}): {run['security_why']}")
             continue
         if run["security_verdict"] == "not run":
-            not_run.append(f"{run['security_case']} ({CONFIGURATIONS[mode]})")
+            not_run.append(
+                f"{run['security_case']} ({CONFIGURATIONS[mode]}): {run['security_why']}"
+            )
             continue
         ran[(category, mode)] += 1
         blocked[(category, mode)] += run["security_verdict"] == "blocked"
@@ -76,7 +97,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for line in sorted(one_layer):
         write(f"  {line}")
     if not_run:
-        write(f"not run (unsafe without their own layer): {', '.join(sorted(not_run))}")
-    if controls:
-        total = sum(controls.values())
-        write(f"both layers off: {controls['escaped']}/{total} attacks succeeded unprotected")
+        write(f"not run ({len(not_run)}):")
+        for line in sorted(not_run):
+            write(f"  {line}")
+    for mode, who in (("control", "as the tests run"), ("control@user", "as an ordinary user")):
+        total = sum(count for (where, _), count in controls.items() if where == mode)
+        if total:
+            escaped = controls[(mode, "escaped")]
+            write(f"both layers off, {who}: {escaped}/{total} attacks succeeded unprotected")

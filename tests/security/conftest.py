@@ -6,14 +6,27 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from unprivileged import can_drop_to_user, start_zygote_as_user
 
 from sandbox import ZygoteProcess
 
 
 @pytest.fixture(scope="session")
 def security_zygote() -> Iterator[ZygoteProcess]:
-    """A zygote for the whole suite; stopped (with its children) at the end."""
+    """A zygote for the whole suite, started as the tests run; stopped (with its children)
+    at the end."""
     with ZygoteProcess.start() as process:
+        yield process
+
+
+@pytest.fixture(scope="session")
+def user_zygote() -> Iterator[ZygoteProcess]:
+    """A zygote for the whole suite started as an ordinary user (:mod:`unprivileged`);
+    skipped where the tests can't start one."""
+    reason = can_drop_to_user()
+    if reason is not None:
+        pytest.skip(reason)
+    with start_zygote_as_user() as process:
         yield process
 
 
@@ -25,4 +38,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if case is not None and hasattr(case, "category"):
             item.user_properties.append(("security_category", case.category))
             item.user_properties.append(("security_case", case.name))
-            item.user_properties.append(("security_mode", params["mode"]))
+            mode = (
+                params["mode"]
+                if params.get("host", "tests") == "tests"
+                else f"{params['mode']}@user"
+            )
+            item.user_properties.append(("security_mode", mode))

@@ -19,6 +19,13 @@ Modes (``disable`` of the spawn):
                   shows that the case really attempts what it claims (a typo can't pass as a
                   block).
 
+Hosts: every run above is made through a zygote started as the tests run (root in CI), and
+every OS category's runs (``full``, ``language-off``, ``control``) again through one started as
+an ordinary user (:mod:`unprivileged`), whose OS layers come from user namespaces; that
+user's runs work in a directory of its own, so the files they must not reach are the user's
+own. A control that can't work unprotected as an ordinary user is skipped with the reason
+(:data:`USER_CONTROL_UNABLE`); the table lists it.
+
 Layer independence (:func:`test_the_other_layer_alone`): every attack also runs with its own
 category's layer off and the other one on (a language attack with the language layer off, an
 OS attack with the OS layers off), to find the attacks that only one layer stops. Those are
@@ -47,6 +54,8 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
+import secrets
+import shutil
 import socket
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
@@ -54,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from unprivileged import hand_to_user, user_directory
 
 from sandbox import OS_LAYERS, BlockingChannel, ChildLimits, SpawnedChild, ZygoteProcess
 from sandbox.protocol import Done, ProtocolError, Ready, RunLimits, Start
@@ -113,6 +123,14 @@ def sc(name, *args):
     return libc.syscall(ctypes.c_long(NR[name]), *[ctypes.c_long(a) for a in args])
 """
 )
+
+# For IPC attacks: a key and a queue name of this test's own (two workers run the suite at
+# once), and shmat's pointer.
+IPC = """
+key = inputs["ipc_key"]
+name = b"/scriptbridge-" + str(key).encode()
+libc.shmat.restype = ctypes.c_void_p
+"""
 
 
 @dataclass(frozen=True)
@@ -956,12 +974,55 @@ ATTACKS = [
         setup="import math\nmath.pi = 3",
         control=False,
     ),
+    # SysV and POSIX IPC objects outlive the process that made them: each one a setup run
+    # leaves must be gone for the next run (an IPC namespace per child). The attack removes
+    # what it found, so a control leaves nothing on the machine.
+    attack(
+        "sysv-shared-memory-left-behind",
+        "persistence",
+        P + IPC + "sid = libc.shmget(key, 0, 0)\n"
+        "found = sid >= 0 and ctypes.string_at(libc.shmat(sid, None, 0), 7) == b'PLANTED'\n"
+        "if sid >= 0:\n    libc.shmctl(sid, 0, None)\n"
+        "'ESCAPED' if found else 'no'",
+        setup=P + IPC + "sid = libc.shmget(key, 4096, 0o1666)\n"
+        "ctypes.memmove(libc.shmat(sid, None, 0), b'PLANTED', 7)",
+    ),
+    attack(
+        "sysv-semaphore-left-behind",
+        "persistence",
+        P + IPC + "sid = libc.semget(key, 1, 0)\n"
+        "found = sid >= 0 and libc.semctl(sid, 0, 12) == 42\n"  # GETVAL
+        "if sid >= 0:\n    libc.semctl(sid, 0, 0)\n"
+        "'ESCAPED' if found else 'no'",
+        setup=P + IPC + "libc.semctl(libc.semget(key, 1, 0o1666), 0, 16, 42)",  # SETVAL
+    ),
+    attack(
+        "sysv-message-left-behind",
+        "persistence",
+        P + IPC + "qid = libc.msgget(key, 0)\nbuf = ctypes.create_string_buffer(32)\n"
+        "got = libc.msgrcv(qid, buf, 16, 0, 0o4000) if qid >= 0 else -1\n"  # IPC_NOWAIT
+        "if qid >= 0:\n    libc.msgctl(qid, 0, None)\n"
+        "'ESCAPED' if got > 0 and b'PLANTED' in buf.raw else 'no'",
+        setup=P + IPC + "buf = ctypes.create_string_buffer(b'\\x01' + bytes(7) + b'PLANTED', 32)\n"
+        "libc.msgsnd(libc.msgget(key, 0o1666), buf, 7, 0)",
+    ),
+    attack(
+        "posix-message-queue-left-behind",
+        "persistence",
+        P + IPC + "fd = libc.mq_open(name, 2)\n"  # O_RDWR
+        "if fd >= 0:\n    libc.mq_unlink(name)\n"
+        "'ESCAPED' if fd >= 0 else 'no'",
+        setup=P + IPC + "libc.mq_open(name, 0o102, 0o666, None)",  # O_CREAT | O_RDWR
+    ),
 ]
 
 
 def cases() -> list[Any]:
-    """(attack, mode) pairs: every attack in full mode, OS categories with the language layer
-    off, language categories with the OS layers off, and controls with both off."""
+    """(attack, mode, host) triples: every attack in full mode, OS categories with the language
+    layer off, language categories with the OS layers off, and controls with both off, all
+    with the zygote started as the tests run (``tests``); and every OS category's runs again
+    with the zygote started as an ordinary user (``user``: :mod:`unprivileged`), where the OS
+    layers come from user namespaces."""
     params = []
     for case in ATTACKS:
         modes = ["full"]
@@ -969,8 +1030,26 @@ def cases() -> list[Any]:
         if case.control:
             modes.append("control")
         for mode in modes:
-            params.append(pytest.param(case, mode, id=f"{mode}-{case.category}-{case.name}"))
+            name = f"{mode}-{case.category}-{case.name}"
+            params.append(pytest.param(case, mode, "tests", id=name))
+            if case.category in OS:
+                marks = []
+                if case.name in USER_CONTROL_UNABLE and mode == "control":
+                    marks.append(pytest.mark.skip(reason=USER_CONTROL_UNABLE[case.name]))
+                params.append(pytest.param(case, mode, "user", id=f"as-user-{name}", marks=marks))
     return params
+
+
+USER_CONTROL_UNABLE: dict[str, str] = {
+    "raw-packet-socket": "a raw socket in the host's network namespace needs CAP_NET_RAW "
+    "there, which no process of an ordinary user holds, even unprotected",
+    "proc-environ-of-the-host": "the tests' host process is root's, which an ordinary user's "
+    "process can't read even unprotected (an ordinary user's own host would be)",
+    "proc-maps-of-the-host": "the tests' host process is root's, which an ordinary user's "
+    "process can't read even unprotected (an ordinary user's own host would be)",
+}
+"""Controls that can't show their attack working unprotected as an ordinary user, and why
+(the table lists them as not run)."""
 
 
 ONE_LAYER: frozenset[str] = frozenset(
@@ -1012,7 +1091,7 @@ def other_layer_cases() -> list[Any]:
             [pytest.mark.skip(reason="unsafe without its own layer")] if case.unsafe_alone else []
         )
         params.append(
-            pytest.param(case, mode, id=f"{mode}-{case.category}-{case.name}", marks=marks)
+            pytest.param(case, mode, "tests", id=f"{mode}-{case.category}-{case.name}", marks=marks)
         )
     return params
 
@@ -1024,36 +1103,70 @@ def test_suite_size() -> None:
 
 
 @pytest.fixture
-def environment(tmp_path: Path, security_zygote: ZygoteProcess) -> Iterator[dict[str, Any]]:
-    """A workspace, paths outside it, a listening loopback port, a test-set secret and the
-    zygote's pid."""
-    workspace = tmp_path / "ws"
+def host(request: pytest.FixtureRequest) -> str:
+    """Who started the zygote of this test's runs: ``tests`` (as the tests run) or ``user``
+    (an ordinary user, :mod:`unprivileged`)."""
+    return str((getattr(request.node, "callspec", None) and request.node.callspec.params.get(
+        "host", "tests")) or "tests")  # fmt: skip
+
+
+@pytest.fixture
+def zygote(host: str, request: pytest.FixtureRequest) -> ZygoteProcess:
+    """The zygote of this test's runs (:func:`host`)."""
+    fixture = "user_zygote" if host == "user" else "security_zygote"
+    zygote: ZygoteProcess = request.getfixturevalue(fixture)
+    return zygote
+
+
+@pytest.fixture
+def base(host: str, tmp_path: Path) -> Iterator[Path]:
+    """Where a test's workspace and the paths outside it live: ``tmp_path``, or, for the
+    ordinary user's zygote, a directory of that user's (the files a user's sandbox guards are
+    the user's own), removed after."""
+    if host != "user":
+        yield tmp_path
+        return
+    directory = user_directory()
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture
+def environment(host: str, base: Path, zygote: ZygoteProcess) -> Iterator[dict[str, Any]]:
+    """A workspace, paths outside it, a listening loopback port, a test-set secret, the
+    zygote's pid and an IPC key of the test's own."""
+    workspace = base / "ws"
     (workspace / "refs").mkdir(parents=True)
     (workspace / "out").mkdir()
     (workspace / "refs" / "note.txt").write_text("hello refs")
     os.chmod(workspace, 0o755)
     os.chmod(workspace / "refs", 0o755)
-    scratch = tmp_path / "scratch"
+    scratch = base / "scratch"
     scratch.mkdir()
-    (tmp_path / "secret.txt").write_text("top secret")
+    (base / "secret.txt").write_text("top secret")
+    if host == "user":
+        hand_to_user(base)
     package = Path(__file__).resolve().parents[2] / "sandbox"
     os.environ["SCRIPTBRIDGE_SUITE_SECRET"] = "s3cret"
     with socket.create_server(("127.0.0.1", 0)) as server:
         try:
             yield {
                 "workspace": workspace,
-                "marker": tmp_path / "marker",
-                "outside": tmp_path / "outside.txt",
+                "marker": base / "marker",
+                "outside": base / "outside.txt",
                 "package": package,
                 "inputs": {
                     "port": server.getsockname()[1],
-                    "secret": str(tmp_path / "secret.txt"),
-                    "outside": str(tmp_path / "outside.txt"),
-                    "marker": str(tmp_path / "marker"),
+                    "secret": str(base / "secret.txt"),
+                    "outside": str(base / "outside.txt"),
+                    "marker": str(base / "marker"),
                     "scratch": str(scratch),
                     "host": os.getpid(),
-                    "zygote": security_zygote.pid,
+                    "zygote": zygote.pid,
                     "package": str(package),
+                    "ipc_key": secrets.randbelow(2**30) + 1,
                 },
             }
         finally:
@@ -1127,11 +1240,16 @@ class Victim:
     before: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def start(cls, zygote: ZygoteProcess, workspace: Path, disable: Collection[str]) -> Victim:
-        """Spawn one in ``workspace`` with ``disable``, and wait for its ``ready``."""
+    def start(
+        cls, zygote: ZygoteProcess, workspace: Path, disable: Collection[str], *, user: bool
+    ) -> Victim:
+        """Spawn one in ``workspace`` with ``disable`` (the ordinary user's, when ``user``),
+        and wait for its ``ready``."""
         (workspace / "refs").mkdir(parents=True)
         (workspace / "out").mkdir()
         os.chmod(workspace, 0o755)
+        if user:
+            hand_to_user(workspace)
         child = zygote.client.spawn(workspace, ChildLimits(), disable=disable)
         victim = cls(zygote, child)
         try:
@@ -1169,12 +1287,13 @@ class Victim:
 
 
 @pytest.fixture
-def victims(security_zygote: ZygoteProcess, tmp_path: Path) -> Iterator[Callable[[str], Victim]]:
+def victims(zygote: ZygoteProcess, base: Path, host: str) -> Iterator[Callable[[str], Victim]]:
     """Start victims in a mode (see :class:`Victim`); each is let go at the end of the test."""
     started: list[Victim] = []
 
     def start(mode: str) -> Victim:
-        victim = Victim.start(security_zygote, tmp_path / f"victim-{len(started)}", MODES[mode])
+        workspace = base / f"victim-{len(started)}"
+        victim = Victim.start(zygote, workspace, MODES[mode], user=host == "user")
         started.append(victim)
         return victim
 
@@ -1228,19 +1347,21 @@ def run_attack(
     return one(case.source)
 
 
-@pytest.mark.parametrize(("case", "mode"), cases())
+@pytest.mark.parametrize(("case", "mode", "host"), cases())
 def test_attack(
     case: Attack,
     mode: str,
-    security_zygote: ZygoteProcess,
+    host: str,
+    zygote: ZygoteProcess,
     environment: dict[str, Any],
     victims: Callable[[str], Victim],
     record_property: Any,
 ) -> None:
-    """The attack is blocked (or, in control mode, really succeeds unprotected)."""
-    record = run_attack(security_zygote, case, mode, environment, victims)
+    """The attack is blocked (or, in control mode, really succeeds unprotected), whoever
+    started the zygote."""
+    record = run_attack(zygote, case, mode, environment, victims)
     verdict = verdict_of(record, environment)
-    record_property("security_mode", mode)
+    record_property("security_mode", mode if host == "tests" else f"{mode}@user")
     record_property("security_verdict", verdict)
     record_property("security_category", case.category)
     record_property("security_case", case.name)
@@ -1271,18 +1392,19 @@ def verdict_of(record: RunRecord, environment: dict[str, Any]) -> str:
     return "escaped" if escaped else "blocked"
 
 
-@pytest.mark.parametrize(("case", "mode"), other_layer_cases())
+@pytest.mark.parametrize(("case", "mode", "host"), other_layer_cases())
 def test_the_other_layer_alone(
     case: Attack,
     mode: str,
-    security_zygote: ZygoteProcess,
+    host: str,
+    zygote: ZygoteProcess,
     environment: dict[str, Any],
     victims: Callable[[str], Victim],
     record_property: Any,
 ) -> None:
     """With the attack's own layer off, the other layer alone blocks it, unless it is one of
     the attacks pinned as stopped by one layer only."""
-    record = run_attack(security_zygote, case, mode, environment, victims, timeout=3)
+    record = run_attack(zygote, case, mode, environment, victims, timeout=3)
     verdict = verdict_of(record, environment)
     record_property("security_mode", mode)
     record_property("security_verdict", verdict)
