@@ -1009,7 +1009,7 @@ ATTACKS = [
     attack(
         "posix-message-queue-left-behind",
         "persistence",
-        P + IPC + "fd = libc.mq_open(name, 2)\n"  # O_RDWR
+        P + IPC + "fd = libc.mq_open(name, 0)\n"  # O_RDONLY (the umask leaves others that)
         "if fd >= 0:\n    libc.mq_unlink(name)\n"
         "'ESCAPED' if fd >= 0 else 'no'",
         setup=P + IPC + "libc.mq_open(name, 0o102, 0o666, None)",  # O_CREAT | O_RDWR
