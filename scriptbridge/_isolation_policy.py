@@ -20,6 +20,7 @@ word: only the runs' check applies.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from typing import Final
 
@@ -31,6 +32,7 @@ __all__ = [
     "RequiredIsolation",
     "check_layers",
     "describe_missing",
+    "refuse_or_warn",
     "required_layers",
     "unmet",
 ]
@@ -39,6 +41,8 @@ RequiredIsolation = str | Sequence[str] | None
 """What ``require_isolation`` takes: ``None``, ``"all"``, or layer names."""
 
 _KNOWN: Final = frozenset(LAYER_NAMES)
+
+log = logging.getLogger("scriptbridge.supervisor")
 
 
 def required_layers(spec: RequiredIsolation) -> frozenset[str]:
@@ -114,3 +118,18 @@ def unmet(ready: Ready, required: frozenset[str]) -> str | None:
     reasons: dict[str, str] = {skipped.layer: skipped.reason for skipped in ready.skipped}
     listed = ", ".join(f"{layer} ({reasons.get(layer, 'not reported')})" for layer in absent)
     return f"the sandbox child lacks required isolation layers: {listed}"
+
+
+def refuse_or_warn(
+    layers: Sequence[LayerState] | None, required: frozenset[str]
+) -> IsolationUnavailable | None:
+    """As a bridge opens: the refusal to raise (once all it started is stopped) when a
+    ``required`` layer is missing from ``layers``, else ``None``, having logged the missing
+    ones once at ``WARNING``."""
+    try:
+        missing = check_layers(layers, required)
+    except IsolationUnavailable as refused:
+        return refused
+    if missing:
+        log.warning("running scripts without %s", describe_missing(missing))
+    return None

@@ -60,7 +60,7 @@ from ._conversation import NO_ENDING, serve_child, start_message
 from ._exceptions import IsolationUnavailable, ScriptBridgeError
 from ._fetcher import ReferenceFetcher
 from ._hosting import Host, open_host
-from ._isolation_policy import RequiredIsolation, check_layers, describe_missing, required_layers
+from ._isolation_policy import RequiredIsolation, refuse_or_warn, required_layers
 from ._launcher import REAP_TIMEOUT_S, Child, Launcher, ZygoteLauncher, exit_error
 from ._limits import Limits
 from ._marks_gate import MarksGate
@@ -103,12 +103,8 @@ class Bridge:
             by default a zygote with spare children. Tests pass one that hands out hostile ones.
         max_spares: the default launcher's bound on spares, forked ahead of runs as bursts ask
             (0: none; 8 by default); a ``ValueError`` if negative or with a ``launcher``.
-        require_isolation: ``None`` (the default: each layer this machine can't apply is
-            logged once at ``WARNING`` as the bridge opens, why and the remedy), ``"all"``, or
-            a list of layer names (``LAYER_NAMES``) that must apply: opening raises
-            :class:`~scriptbridge.IsolationUnavailable` naming each one that can't, and a run
-            whose child didn't apply one ends ``SandboxCrashed`` before its script is sent
-            (:mod:`scriptbridge._isolation_policy`); a ``ValueError`` for an unknown name.
+        require_isolation: ``None``, ``"all"`` or layer names that must apply, else opening
+            raises ``IsolationUnavailable`` (:mod:`scriptbridge._isolation_policy`).
 
     An async context manager under trio or asyncio; all it started is stopped and reaped when
     the block exits. Under asyncio (:mod:`scriptbridge._hosting`) its trio side, registry and
@@ -128,7 +124,6 @@ class Bridge:
         require_isolation: RequiredIsolation = None,
     ) -> None:
         self.required_layers = required_layers(require_isolation)
-        """The layers every run must have (``require_isolation``)."""
         self.launcher: Launcher = _launcher(launcher, max_spares)
         self.limits = limits or Limits()
         self.workspace = Workspace(workspace)
@@ -159,11 +154,6 @@ class Bridge:
         if self._host is not None:
             raise ScriptBridgeError("this Bridge is open already")
         self._host = await open_host(self._lifetime)
-        try:
-            self._sync(self._check_isolation)
-        except IsolationUnavailable:
-            await self.__aexit__(None, None, None)
-            raise
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -175,15 +165,14 @@ class Bridge:
     @contextlib.asynccontextmanager
     async def _lifetime(self) -> AsyncIterator[None]:
         """The bridge's trio side, open while the block runs (in the host's trio run, or in
-        the bridge's own trio thread)."""
+        the bridge's own trio thread); raises ``IsolationUnavailable`` once all it started
+        is stopped."""
+        refused: IsolationUnavailable | None = None
         async with trio.open_nursery() as nursery:
             try:
-                self._dirs.open()
-                await self.launcher.start(nursery, self._dirs, self.limits)
-                nursery.start_soon(self._dirs.sweep)
-                await nursery.start(self._reaps.serve)
-                self._nursery = nursery
-                yield
+                refused = await _open(self, nursery)
+                if refused is None:
+                    yield
             finally:
                 self._nursery = None
                 with trio.CancelScope(shield=True):
@@ -199,13 +188,8 @@ class Bridge:
             await self._reaps.abandon()  # none, unless the bridge failed as it opened
             await self.launcher.aclose()
             self._dirs.close()
-
-    def _check_isolation(self) -> None:
-        """Raise :class:`~scriptbridge.IsolationUnavailable` for a required layer the launcher
-        says its children don't get; log the others missing once (``require_isolation``)."""
-        missing = check_layers(self.launcher.layers(), self.required_layers)
-        if missing:
-            log.warning("running scripts without %s", describe_missing(missing))
+        if refused is not None:
+            raise refused
 
     def _live(self) -> Host:
         if self._host is None:
@@ -228,19 +212,7 @@ class Bridge:
         """Start a tool server and offer its tools to scripts as ``<name>.<tool>`` (runs that
         start after it lists them again see the new list). Raises ``ToolServerError`` when it
         can't start, ``ValueError`` for a name already taken."""
-        await self._live().call(self._add_server, server)
-
-    async def _add_server(self, server: McpServer) -> None:
-        if self._nursery is None:
-            raise ScriptBridgeError("open the Bridge (async with) before adding servers")
-        _check_server_name(server.name, self._servers)
-        await server.open(self._nursery)
-        try:
-            _offer_tools_of(server, self._tools)
-        except ValueError:
-            await server.aclose()
-            raise
-        self._servers[server.name] = server
+        await self._live().call(start_server, self, server)
 
     @property
     def tool_names(self) -> list[str]:
@@ -431,6 +403,34 @@ async def _model_call(bridge: Bridge, name: str, arguments: dict[str, Any]) -> d
     content = [{"type": "text", "text": shown}] if isinstance(shown, str) else shown
     top = result_dict(answer)
     return {"content": content, "isError": top is not None and top.get("isError") is True}
+
+
+async def _open(bridge: Bridge, nursery: trio.Nursery) -> IsolationUnavailable | None:
+    """Start the bridge's parts in ``nursery``: its directories, its launcher, then (unless
+    the launcher's children lack a required layer: the refusal is returned) its sweeper and
+    reaper; the bridge is open once this returns ``None``."""
+    bridge._dirs.open()
+    await bridge.launcher.start(nursery, bridge._dirs, bridge.limits)
+    refused = refuse_or_warn(bridge.launcher.layers(), bridge.required_layers)
+    if refused is None:
+        nursery.start_soon(bridge._dirs.sweep)
+        await nursery.start(bridge._reaps.serve)
+        bridge._nursery = nursery
+    return refused
+
+
+async def start_server(bridge: Bridge, server: McpServer) -> None:
+    """Start ``server`` in the bridge's nursery and offer its tools (``Bridge.add_server``)."""
+    if bridge._nursery is None:
+        raise ScriptBridgeError("open the Bridge (async with) before adding servers")
+    _check_server_name(server.name, bridge._servers)
+    await server.open(bridge._nursery)
+    try:
+        _offer_tools_of(server, bridge._tools)
+    except ValueError:
+        await server.aclose()
+        raise
+    bridge._servers[server.name] = server
 
 
 def _offer_tools_of(server: McpServer, table: ToolTable) -> None:

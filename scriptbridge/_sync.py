@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ._exceptions import IsolationUnavailable, ScriptBridgeError
+from ._exceptions import ScriptBridgeError
 from ._hosting import ThreadHost
 from ._isolation_policy import RequiredIsolation
 from ._launcher import Launcher
@@ -24,7 +24,7 @@ from ._registry import ReferenceRecord
 from ._results import ScriptResult
 from ._run_state import RunProgress, Watch
 from ._sessions import SyncBridgeSession
-from ._supervisor import Bridge
+from ._supervisor import Bridge, start_server
 from ._tool_spec import ToolSpec
 from ._tools import PythonTool
 
@@ -64,11 +64,6 @@ class SyncBridge:
         host = ThreadHost(self.bridge._lifetime)
         host.open_blocking()
         self._host = self.bridge._host = host
-        try:
-            self.bridge._sync(self.bridge._check_isolation)
-        except IsolationUnavailable:
-            self.close()
-            raise
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -92,7 +87,7 @@ class SyncBridge:
 
     def add_server(self, server: McpServer) -> None:
         """:meth:`Bridge.add_server`, blocking until the server is started."""
-        self._live().call_blocking(self.bridge._add_server, server)
+        self._live().call_blocking(start_server, self.bridge, server)
 
     def run(
         self,

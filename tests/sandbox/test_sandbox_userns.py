@@ -10,6 +10,7 @@ from a laid-out ``/proc/sys`` tree.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import subprocess
 import sys
@@ -351,3 +352,21 @@ def test_each_refusal_is_named_with_its_remedy(
 def test_the_os_layers_include_the_ipc_namespace() -> None:
     """``ipcns`` is an OS layer, so the security suite's modes switch it with the others."""
     assert "ipcns" in OS_LAYERS and "ipcns" in LAYER_NAMES
+
+
+def test_the_container_profile_allows_namespaces_and_refuses_the_rest() -> None:
+    """``contrib/seccomp-userns.json`` (SECURITY.md) lets the calls every layer needs through
+    and refuses the kernel's dangerous ones."""
+    profile = json.loads(
+        (Path(__file__).resolve().parents[2] / "contrib" / "seccomp-userns.json").read_text()
+    )
+    assert profile["defaultAction"] == "SCMP_ACT_ALLOW"
+    denied = {
+        name
+        for rule in profile["syscalls"]
+        if rule["action"] == "SCMP_ACT_ERRNO"
+        for name in rule["names"]
+    }
+    needed = {"unshare", "clone", "clone3", "setns", "mount", "umount2", "fsopen", "fsconfig"}
+    assert not needed & denied
+    assert {"ptrace", "bpf", "kexec_load", "init_module", "keyctl", "perf_event_open"} <= denied
