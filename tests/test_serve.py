@@ -21,14 +21,8 @@ from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from serving import (
-    ROOT,
-    SERVE,
-    free_port,
-    rss_kib,
-    serve_env,
-    wait_listening,
-)
+from processes import alive, descendants, rss_kib
+from serving import ROOT, SERVE, http_serve, raw_serve, serve_env
 
 from scriptbridge import Bridge, markers
 from scriptbridge._cli import main
@@ -62,32 +56,9 @@ async def serving(
 
 
 @asynccontextmanager
-async def http_server(*args: str) -> AsyncIterator[str]:
-    """A ``scriptbridge serve --http`` subprocess with ``args`` on a free loopback port; yields
-    its ``/mcp`` url, and at the end it must exit 0 on SIGTERM."""
-    port = free_port()
-    process = subprocess.Popen(
-        [*SERVE, *args, "--http", f"127.0.0.1:{port}"],
-        env=serve_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        await wait_listening(port, process)
-        yield f"http://127.0.0.1:{port}/mcp"
-        process.send_signal(signal.SIGTERM)
-        assert await trio.to_thread.run_sync(lambda: process.wait(timeout=10)) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.communicate(timeout=30)
-
-
-@asynccontextmanager
 async def serving_http(*args: str, logging_callback: Any = None) -> AsyncIterator[ClientSession]:
     async with (
-        http_server(*args) as url,
+        http_serve(*args, exits_cleanly=True) as url,
         streamable_http_client(url) as (read, write),
         ClientSession(read, write, logging_callback=logging_callback, log_level="info") as session,
     ):
@@ -159,19 +130,56 @@ async def test_lists_stubs_runs_upstream_tools_and_keeps_sessions(tmp_path: path
         assert any("1 tool call" in (message or "") for _, message in seen), seen
 
 
+GATE_TOOLS = """
+import os
+import time
+
+GATE = {gate!r}
+
+
+def is_open() -> dict:
+    \"\"\"Whether the test has opened the gate.\"\"\"
+    return {{"open": os.path.exists(GATE)}}
+
+
+def wait_open() -> dict:
+    \"\"\"Return once the test opens the gate (a file appearing).\"\"\"
+    while not os.path.exists(GATE):
+        time.sleep(0.01)
+    return {{"open": True}}
+"""
+
+HELD = "opened = tools.is_open()['data']['open']\nprint('started')\ntools.wait_open()\nopened"
+"""A script held until the test opens the gate; its value: whether the gate was open when it
+started (it printed ``started`` then)."""
+
+
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 async def test_cancel_kills_a_run_and_concurrency_is_bounded(
     tmp_path: pathlib.Path, transport: str
 ) -> None:
-    """With --max-concurrent 2 --max-queued 1, two runs go at once, one waits, the next fails
-    at once; a client's cancellation ends a long run within a second."""
+    """With --max-concurrent 2 --max-queued 1, two runs go at once, one waits (it starts only
+    once a slot is free), the next fails at once; a client's cancellation ends a long run and
+    frees its slot. Runs are held by a tool until the test lets them go: no sleeps."""
+    gate = tmp_path / "gate"
+    tools = tmp_path / "gate_tools.py"
+    tools.write_text(GATE_TOOLS.format(gate=str(gate)))
+    logged: list[str] = []
+
+    async def on_log(params: Any) -> None:
+        logged.append(str(params.data))
+
+    def started() -> int:
+        return "".join(logged).count("started")
+
+    args = ["--workspace", str(tmp_path / "ws"), "--tools", str(tools), "--timeout", "120"]
     async with serving(
-        "--workspace",
-        str(tmp_path),
+        *args,
         "--max-concurrent",
         "2",
         "--max-queued",
         "1",
+        logging_callback=on_log,
         transport=transport,
     ) as session:
         results: dict[int, Any] = {}
@@ -179,33 +187,43 @@ async def test_cancel_kills_a_run_and_concurrency_is_bounded(
         async def call(n: int, code: str) -> None:
             results[n] = await session.call_tool("run_python", {"code": code})
 
-        started = time.monotonic()
         async with trio.open_nursery() as nursery:
-            for n in range(3):
-                nursery.start_soon(call, n, "import asyncio\nawait asyncio.sleep(0.8)\n1")
-                await trio.sleep(0.05)
-            await trio.sleep(0.2)
-            refused = await session.call_tool("run_python", {"code": "1"})
+            for n in range(4):
+                nursery.start_soon(call, n, HELD)
+            with trio.fail_after(30):
+                while not results or started() < 2:
+                    await trio.sleep(0.01)
+            (refused,) = results.values()  # answered while the gate is shut: at once
             assert refused.is_error and "busy" in text_of(refused), text_of(refused)
-            assert time.monotonic() - started < 0.8
-        elapsed = time.monotonic() - started
-        assert all(not result.is_error for result in results.values()), results
-        assert 1.5 < elapsed < 6, elapsed  # the third waited for a slot
+            gate.touch()
+        values = [r.structured_content["value"] for r in results.values() if not r.is_error]
+        assert sorted(values) == [False, False, True], [text_of(r) for r in results.values()]
 
-        with trio.move_on_after(1.0):
-            await session.call_tool("run_python", {"code": "while True:\n    pass"})
-        # within a second both slots are free again (the cancelled run has ended, its child
-        # reaped): two calls run and a third waits in the queue; were the endless loop still
-        # holding a slot, the second would take the queue's place and the third be refused
-        await trio.sleep(1.0)
+        gate.unlink()
+        async with trio.open_nursery() as nursery:  # an endless run, cancelled as it runs
+            cancelled = trio.CancelScope()
+
+            async def endless() -> None:
+                with cancelled:
+                    # what it printed goes out at its next call (a loop never sends it)
+                    endless = "print('spinning')\ntools.is_open()\nwhile True:\n    pass"
+                    await call(9, endless)
+
+            nursery.start_soon(endless)
+            with trio.fail_after(30):
+                while "spinning" not in "".join(logged):
+                    await trio.sleep(0.01)
+            cancelled.cancel()
+        # its slot is free again (the run ended, its child reaped): two held runs go at once
+        # (were it still running, one would wait in the queue until its wall time of 120 s)
         async with trio.open_nursery() as nursery:
             for n in (3, 4):
-                nursery.start_soon(call, n, "import asyncio\nawait asyncio.sleep(0.6)\n2")
-                await trio.sleep(0.05)
-            await trio.sleep(0.2)
-            queued = await session.call_tool("run_python", {"code": "5"})
-        assert not queued.is_error, text_of(queued)
-        assert all(results[n].structured_content["value"] == 2 for n in (3, 4)), results
+                nursery.start_soon(call, n, HELD)
+            with trio.fail_after(30):
+                while started() < 3 + 2:
+                    await trio.sleep(0.01)
+            gate.touch()
+        assert all(results[n].structured_content["value"] is False for n in (3, 4)), results
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
@@ -303,7 +321,8 @@ async def test_http_with_a_token_file_serves_only_requests_bearing_it(
     gets 401; with it, the SDK's client lists run_python and runs a script; SIGTERM exits 0."""
     token_file = tmp_path / "token"
     token_file.write_text("s3cret-token\nignored\n")
-    async with http_server("--workspace", str(tmp_path), "--token-file", str(token_file)) as url:
+    args = ["--workspace", str(tmp_path), "--token-file", str(token_file)]
+    async with http_serve(*args, exits_cleanly=True) as url:
         body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
         async with httpx2.AsyncClient() as plain:
             for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}):
@@ -330,91 +349,37 @@ def test_a_bind_beyond_loopback_needs_a_token_file(capsys: pytest.CaptureFixture
     assert "--token-file" in capsys.readouterr().err
 
 
-def descendants(pid: int) -> set[int]:
-    """Every process under ``pid`` (from /proc's children lists)."""
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        parent = todo.pop()
-        for task in pathlib.Path(f"/proc/{parent}/task").glob("*"):
-            try:
-                children = (task / "children").read_text().split()
-            except OSError:
-                continue
-            for child in map(int, children):
-                if child not in found:
-                    found.add(child)
-                    todo.append(child)
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 async def test_sigterm_drains_answers_every_call_and_leaves_no_child(
     tmp_path: pathlib.Path,
 ) -> None:
     """SIGTERM during two runs: the short one finishes and is answered, the endless one is
     cancelled at --drain-s and answered with an error, a new call is refused, and the server
-    exits 0 within its deadline with no process of its own left."""
-    process = subprocess.Popen(
-        [*SERVE, "--workspace", str(tmp_path), "--mcp", CATALOG, "--drain-s", "1.5"],
-        env=serve_env(),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    assert process.stdin is not None and process.stdout is not None
-    stdin, stdout = process.stdin, process.stdout
-
-    def send(message: dict[str, Any]) -> None:
-        stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
-        stdin.flush()
-
-    def receive(wanted: int) -> dict[str, Any]:
-        while True:
-            line = stdout.readline()
-            assert line, process.communicate()
-            message: dict[str, Any] = json.loads(line)
-            if message.get("id") == wanted:
-                return message
-
-    def call(n: int, code: str) -> None:
-        params = {"name": "run_python", "arguments": {"code": code}}
-        send({"id": n, "method": "tools/call", "params": params})
-
-    try:
-        info = {"name": "test", "version": "0"}
-        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": info}
-        send({"id": 1, "method": "initialize", "params": init})
-        await trio.to_thread.run_sync(receive, 1)
-        send({"method": "notifications/initialized"})
-        call(2, "import asyncio\nawait asyncio.sleep(0.6)\n'short'")
-        call(3, "while True:\n    pass")
-        await trio.sleep(0.4)
-        below = descendants(process.pid)
+    exits 0 within its deadline (long before the endless run's wall time) with no process of
+    its own left."""
+    args = ["--workspace", str(tmp_path), "--mcp", CATALOG, "--drain-s", "1.5", "--timeout", "60"]
+    with raw_serve(*args) as raw:
+        await trio.to_thread.run_sync(raw.initialize)
+        raw.call(2, "run_python", {"code": "import asyncio\nprint('short')\n"
+                                  "await asyncio.sleep(0.6)\n'short'"})  # fmt: skip
+        endless = "print('endless')\ntools.catalog_search(query='x')\nwhile True:\n    pass"
+        raw.call(3, "run_python", {"code": endless})  # printed, sent on at its tool call
+        with trio.fail_after(30):  # both runs are under way
+            while not ("short" in raw.printed() and "endless" in raw.printed()):
+                await trio.to_thread.run_sync(raw.read_one, abandon_on_cancel=True)
+        below = descendants(raw.process.pid)
         assert below, "no child processes seen"
-        process.send_signal(signal.SIGTERM)
+        raw.process.send_signal(signal.SIGTERM)
         signalled = time.monotonic()
         await trio.sleep(0.1)
-        call(4, "1")
-        answers = {n: await trio.to_thread.run_sync(receive, n) for n in (4, 2, 3)}
+        raw.call(4, "run_python", {"code": "1"})
+        answers = {n: await trio.to_thread.run_sync(raw.receive, n) for n in (4, 2, 3)}
         assert answers[2]["result"]["structuredContent"]["value"] == "short", answers[2]
         assert answers[3]["result"]["isError"] and "shut" in json.dumps(answers[3]), answers[3]
         assert answers[4]["result"]["isError"] and "shut" in json.dumps(answers[4]), answers[4]
-        code = await trio.to_thread.run_sync(lambda: process.wait(timeout=10))
-        assert code == 0, process.communicate()
-        assert time.monotonic() - signalled < 1.5 + 3
+        code = await trio.to_thread.run_sync(lambda: raw.process.wait(timeout=30))
+        assert code == 0, raw.process.communicate()
+        assert time.monotonic() - signalled < 1.5 + 20, "the drain waited for the endless run"
         assert not [pid for pid in below if alive(pid)], below
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.communicate(timeout=10)
 
 
 async def test_sessions_are_capped_and_expire(tmp_path: pathlib.Path) -> None:
@@ -438,8 +403,9 @@ async def test_sessions_are_capped_and_expire(tmp_path: pathlib.Path) -> None:
             assert served.open_sessions == ["a", "c"]
             assert "NameError" in (await step(client, "b", "x"))[1]  # b was closed: new state
             nursery.start_soon(served.expire_sessions)
-            await trio.sleep(1.2)
-            assert served.open_sessions == []
+            with trio.fail_after(30):  # each idle past 0.6 s, then closed by the expiry task
+                while served.open_sessions:
+                    await trio.sleep(0.01)
             assert "NameError" in (await step(client, "a", "x"))[1]
             nursery.cancel_scope.cancel()
 
@@ -448,7 +414,7 @@ async def test_two_http_clients_never_share_a_session(tmp_path: pathlib.Path) ->
     """Over HTTP, a session_id belongs to the MCP session that opened it: another client
     passing the same id gets a session of its own (and can't read the first one's state)."""
     async with (
-        http_server("--workspace", str(tmp_path)) as url,
+        http_serve("--workspace", str(tmp_path), exits_cleanly=True) as url,
         streamable_http_client(url) as (read_a, write_a),
         ClientSession(read_a, write_a) as first,
         streamable_http_client(url) as (read_b, write_b),
@@ -491,8 +457,7 @@ async def test_a_endless_stdin_line_is_dropped_in_bounded_memory(tmp_path: pathl
                 stdin.write(chunk)
             stdin.flush()
 
-        await trio.to_thread.run_sync(flood)
-        await trio.sleep(0.5)
+        await trio.to_thread.run_sync(flood)  # read by serve, but for what the pipe holds
         grown = rss_kib(process.pid) - before
         stdin.write(b"\n" + json.dumps({**request, "id": 2, "method": "ping"}).encode() + b"\n")
         stdin.flush()
@@ -510,7 +475,7 @@ async def test_an_http_body_past_the_bound_gets_413_and_runs_nothing(
 ) -> None:
     """A request body past 16 MiB (declared, or streamed with no length) is refused with 413
     before the server reads it; the server goes on serving."""
-    async with http_server("--workspace", str(tmp_path)) as url:
+    async with http_serve("--workspace", str(tmp_path), exits_cleanly=True) as url:
         code = "print('ran')\n#" + "x" * (17 * 2**20)
         body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                 "params": {"name": "run_python", "arguments": {"code": code}}}  # fmt: skip

@@ -8,28 +8,34 @@ once got through (each was red before its fix); those under "what held" never di
 
 from __future__ import annotations
 
+import array
 import contextlib
+import fcntl
 import json
 import pathlib
+import select
 import socket
 import subprocess
 import sys
+import termios
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
 import trio
-from loopback_http import Request, body, start_server
+from loopback_http import Handler, Request, body, start_server
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from processes import rss_kib
 from serving import (
     ROOT,
     SERVE,
     free_port,
-    rss_kib,
+    http_serve,
+    raw_serve,
     seconds_to_exit_after_sigterm,
     serve_env,
     wait_listening,
@@ -40,55 +46,11 @@ from scriptbridge import markers
 HOSTILE = f"hostile={sys.executable} {ROOT / 'tests' / 'servers' / 'hostile_server.py'}"
 
 
-class Raw:
-    """A ``serve`` subprocess over stdio, spoken to in raw JSON-RPC lines."""
-
-    def __init__(self, *args: str) -> None:
-        self.process = subprocess.Popen(
-            [*SERVE, *args],
-            env=serve_env(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.stdin, self.stdout = self.process.stdin, self.process.stdout
-        self.seen: dict[object, dict[str, Any]] = {}
-
-    def send(self, message: dict[str, Any]) -> None:
-        self.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
-        self.stdin.flush()
-
-    def receive(self, wanted: object) -> dict[str, Any]:
-        while wanted not in self.seen:
-            line = self.stdout.readline()
-            assert line, self.process.communicate()
-            message: dict[str, Any] = json.loads(line)
-            if "id" in message and "method" not in message:
-                self.seen[message["id"]] = message
-        return self.seen.pop(wanted)
-
-    def initialize(self) -> None:
-        info = {"name": "attacker", "version": "0"}
-        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": info}
-        self.send({"id": "init", "method": "initialize", "params": init})
-        self.receive("init")
-        self.send({"method": "notifications/initialized"})
-
-    def call(self, rid: object, name: str, arguments: dict[str, Any]) -> None:
-        params = {"name": name, "arguments": arguments}
-        self.send({"id": rid, "method": "tools/call", "params": params})
-
-
-@contextmanager
-def raw_serve(*args: str) -> Iterator[Raw]:
-    raw = Raw(*args)
-    try:
-        yield raw
-    finally:
-        if raw.process.poll() is None:
-            raw.process.kill()
-        raw.process.communicate(timeout=30)
+def unread_bytes(fd: int) -> int:
+    """How many bytes wait in the pipe ``fd`` reads from."""
+    waiting = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, waiting)
+    return waiting[0]
 
 
 # --- weaknesses ----------------------------------------------------------------------------
@@ -101,12 +63,16 @@ async def test_an_exposed_tool_call_in_flight_does_not_hold_the_drain(
     call of an *exposed* tool isn't among the scopes the drain cancels (``_call_exposed`` is
     counted in flight, never cancelled), so a client that calls a tool whose server doesn't
     answer holds the shutdown for the whole ``--mcp-timeout`` (60 s by default)."""
-    args = ["--workspace", str(tmp_path), "--mcp", HOSTILE, "--expose-tools"]
-    with raw_serve(*args, "--drain-s", "0.5", "--mcp-timeout", "20") as raw:
+    record = tmp_path / "hostile-received.jsonl"  # what the tool server received
+    hostile = f"hostile=env HOSTILE_RECORD={record} {HOSTILE.split('=', 1)[1]}"
+    args = ["--workspace", str(tmp_path), "--mcp", hostile, "--expose-tools"]
+    with raw_serve(*args, "--drain-s", "0.5", "--mcp-timeout", "60") as raw:
         await trio.to_thread.run_sync(raw.initialize)
         raw.call(2, "hostile.hang", {})
-        await trio.sleep(0.5)
-        waited = await seconds_to_exit_after_sigterm(raw.process, 5)
+        with trio.fail_after(30):  # the call is in flight once the server has it
+            while not record.exists() or '"hang"' not in record.read_text():
+                await trio.sleep(0.01)
+        waited = await seconds_to_exit_after_sigterm(raw.process, 20)  # a third of the timeout
         assert raw.process.poll() is not None, (
             f"serve --drain-s 0.5 still running {waited:.1f} s after SIGTERM: an exposed "
             "tool's call in flight holds the drain"
@@ -133,25 +99,6 @@ def doc(url: str) -> dict:
 
 
 @asynccontextmanager
-async def http_serve(*args: str) -> AsyncIterator[str]:
-    """A ``serve --http`` subprocess on a free loopback port; yields its ``/mcp`` url."""
-    port = free_port()
-    process = subprocess.Popen(
-        [*SERVE, *args, "--http", f"127.0.0.1:{port}"],
-        env=serve_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        await wait_listening(port, process)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.communicate(timeout=30)
-
-
-@asynccontextmanager
 async def client(url: str) -> AsyncIterator[ClientSession]:
     async with (
         streamable_http_client(url) as (read, write),
@@ -161,9 +108,15 @@ async def client(url: str) -> AsyncIterator[ClientSession]:
         yield session
 
 
-async def slow_body(stream: trio.SocketStream, request: Request) -> None:
-    await trio.sleep(1.0)
-    await body(b"payload", content_type="text/plain")(stream, request)
+def slow_body(asked: trio.Event) -> Handler:
+    """Answer ``payload`` a second after the request came, setting ``asked`` as it comes."""
+
+    async def answer(stream: trio.SocketStream, request: Request) -> None:
+        asked.set()
+        await trio.sleep(1.0)
+        await body(b"payload", content_type="text/plain")(stream, request)
+
+    return answer
 
 
 async def test_one_client_cannot_keep_another_clients_run_past_its_wall_time(
@@ -173,9 +126,11 @@ async def test_one_client_cannot_keep_another_clients_run_past_its_wall_time(
     after another, each a batch of calls to a tool with a big (not hostile) result; the marks
     gate then never settles. Another client's run, whose download ended meanwhile, waits for
     it in a shielded scope: with ``--timeout 3`` it should be answered within about 3 s, but
-    it lasts as long as the hostile client goes on (here about 8 s), holding its run slot."""
+    it lasts as long as the hostile client goes on, holding its run slot: it must end (on its
+    download or its wall time) while the hostile client still starts runs (for about 26 s)."""
     payloads = await start_server(nursery)
-    payloads.routes["/slow.txt"] = slow_body
+    asked = trio.Event()
+    payloads.routes["/slow.txt"] = slow_body(asked)
     tools = tmp_path / "flood_tools.py"
     tools.write_text(FLOOD_TOOLS)
     args = ["--workspace", str(tmp_path / "ws"), "--tools", str(tools), "--allow", "127.0.0.1"]
@@ -185,28 +140,36 @@ async def test_one_client_cannot_keep_another_clients_run_past_its_wall_time(
         client(url) as victim,
         client(url) as attacker,
     ):
-        answered: dict[str, float] = {}
+        answered: list[str] = []
+        outcome: dict[str, Any] = {}
 
         async def victim_run() -> None:
             code = f"ref = tools.doc(url={payloads.url('/slow.txt')!r})['content'][0]\n"
             code += "read_text(fetch(ref))"
             started = time.monotonic()
-            await victim.call_tool("run_python", {"code": code})
-            answered["victim"] = time.monotonic() - started
+            result = await victim.call_tool("run_python", {"code": code})
+            outcome["result"] = result.structured_content or {}
+            outcome["seconds"] = time.monotonic() - started
+            answered.append("victim")
             inner.cancel_scope.cancel()  # the attack has had its chance
 
         async def attack() -> None:
-            await trio.sleep(0.3)  # the victim's download is in flight
+            await asked.wait()  # the victim's download is in flight
             async with trio.open_nursery() as runs:
-                for _ in range(4):
+                for _ in range(20):  # about 26 s of runs, each overlapping the next
                     runs.start_soon(attacker.call_tool, "run_python", {"code": batch})
                     await trio.sleep(1.3)
+                answered.append("attacker")  # no more runs: the gate can settle now
 
         async with trio.open_nursery() as inner:
             inner.start_soon(victim_run)
             inner.start_soon(attack)
-    assert answered["victim"] < 3 + 1.5, (
-        f"a run with a 3 s wall time was answered after {answered['victim']:.1f} s"
+    result = outcome["result"]
+    ending = "ok" if result.get("ok") else (result.get("error") or {}).get("type")
+    assert (ending, result.get("value")) in {("ok", "payload"), ("WallTimeExceeded", None)}, result
+    assert answered == ["victim"], (
+        f"a run with a 3 s wall time was answered after {outcome['seconds']:.1f} s, once the "
+        "hostile client stopped starting runs"
     )
 
 
@@ -328,13 +291,20 @@ async def test_a_client_that_never_reads_its_answer_does_not_pin_a_run_slot(
                 head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
                 with socket.create_connection((host, int(port))) as never_read:
                     never_read.sendall(head.encode() + data)
-                    time.sleep(3.0)  # the run itself takes a few milliseconds
+                    readable, _, _ = select.select([never_read], [], [], 30)
+                    assert readable, "no answer began: the call never took the slot"
                     other = http_initialize(http, url)
-                    answer = http.post(url, headers=other, json=tools_call(3, "6 * 7"))
-                    data_line = next(
-                        line for line in answer.text.splitlines() if line.startswith("data:")
-                    )
-                    return dict(json.loads(data_line[5:]))
+                    # busy while that run goes (a few milliseconds), never once it has ended
+                    deadline = time.monotonic() + 30
+                    while True:
+                        answer = http.post(url, headers=other, json=tools_call(3, "6 * 7"))
+                        data_line = next(
+                            line for line in answer.text.splitlines() if line.startswith("data:")
+                        )
+                        reply = dict(json.loads(data_line[5:]))
+                        if "busy" not in json.dumps(reply) or time.monotonic() > deadline:
+                            return reply
+                        time.sleep(0.05)
 
         answer = await trio.to_thread.run_sync(attack_then_call)
         assert not answer["result"]["isError"], answer
@@ -383,8 +353,11 @@ async def test_a_client_whose_request_never_ends_cannot_hold_the_shutdown(
             head += f"Content-Length: {len(data) + 10}\r\n"  # ten bytes that never come
             head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
             s.sendall(head.encode() + data)
-            await trio.sleep(0.5)
-            waited = await seconds_to_exit_after_sigterm(process, 6)
+            # a request answered on a connection opened later: the server has taken this one
+            ping = {"jsonrpc": "2.0", "id": 9, "method": "ping"}
+            pong = await trio.to_thread.run_sync(lambda: http.post(url, headers=headers, json=ping))
+            assert pong.status_code == 200, pong.text
+            waited = await seconds_to_exit_after_sigterm(process, 20)  # held, it never exits
             assert process.poll() is not None, (
                 f"serve --http --drain-s 0.5 still running {waited:.1f} s after SIGTERM: a "
                 "request whose body never ends holds uvicorn's graceful shutdown"
@@ -488,8 +461,12 @@ async def test_a_stdio_client_that_never_reads_cannot_hold_the_shutdown(
     with raw_serve("--workspace", str(tmp_path), "--drain-s", "0.5") as raw:
         await trio.to_thread.run_sync(raw.initialize)
         raw.call(2, "run_python", {"code": "for _ in range(1000):\n    print('x' * 1000)\n1"})
-        await trio.sleep(1.5)  # the run is over; its output fills the unread pipe
-        waited = await seconds_to_exit_after_sigterm(raw.process, 6)
+        capacity = fcntl.fcntl(raw.stdout.fileno(), fcntl.F_GETPIPE_SZ)
+        # its output fills the unread pipe: half of it is there (a megabyte is on its way)
+        with trio.fail_after(30):
+            while unread_bytes(raw.stdout.fileno()) < capacity // 2:
+                await trio.sleep(0.01)
+        waited = await seconds_to_exit_after_sigterm(raw.process, 20)  # held, it never exits
         assert raw.process.poll() is not None, (
             f"serve --drain-s 0.5 still running {waited:.1f} s after SIGTERM: a client that "
             "doesn't read stdout holds it"
