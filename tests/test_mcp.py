@@ -104,10 +104,12 @@ async def test_crash_fails_the_call_and_the_next_call_restarts(nursery: trio.Nur
 
 async def test_hang_times_out(nursery: trio.Nursery) -> None:
     """A call the server never answers fails after the timeout; the server stays usable."""
-    server = await open_server(nursery, HOSTILE, "hostile", timeout_s=0.5)
+    server = await open_server(nursery, HOSTILE, "hostile")
     try:
+        server.timeout_s = 0.5  # for the call that never gets an answer only
         with pytest.raises(ToolServerError, match=r"didn.t answer tools/call within 0\.5 s"):
             await server.call_tool("hang", {})
+        server.timeout_s = 60.0
         assert (await server.call_tool("echo", {}))["content"][0]["text"] == "{}"
     finally:
         await server.aclose()

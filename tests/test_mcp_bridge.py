@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import pathlib
 import sys
+from functools import partial
 from typing import Any
 
 import trio
@@ -36,22 +37,31 @@ async def test_abandoned_calls_are_cancelled_at_the_server(
     tmp_path: pathlib.Path, nursery: trio.Nursery
 ) -> None:
     """Wall time, the caller's cancellation, a batch ended by wall time and the bridge closing
-    each send notifications/cancelled for the abandoned request's id."""
+    each send notifications/cancelled for the abandoned request's id (every one of the five
+    reached the server before it was abandoned)."""
     record = tmp_path / "received.jsonl"
-    quick = Limits(wall_s=0.5)
+    quick = Limits(wall_s=1.5)  # the call reaches the server long before
+
+    async def reached(count: int) -> None:
+        with trio.fail_after(30):
+            while len(hang_ids(record)) < count:
+                await trio.sleep(0.01)
+
     async with Bridge(tmp_path / "ws") as bridge:
         server = McpServer(sys.executable, [HOSTILE], name="h", env={"HOSTILE_RECORD": str(record)})
         await bridge.add_server(server)
         walled = await bridge.run("call_tool('h.hang', {})", limits=quick)
         assert walled.error is not None and walled.error.type == "WallTimeExceeded"
-        with trio.move_on_after(0.5):
-            await bridge.run("call_tool('h.hang', {})")
+        await reached(1)
+        async with trio.open_nursery() as caller:
+            caller.start_soon(partial(bridge.run, "call_tool('h.hang', {})"))
+            await reached(2)
+            caller.cancel_scope.cancel()
         batch = await bridge.run("call_tools([('h.hang', {}), ('h.hang', {'n': 2})])", limits=quick)
         assert batch.error is not None and batch.error.type == "WallTimeExceeded"
+        await reached(4)
         nursery.start_soon(bridge.run, "call_tool('h.hang', {'last': 1})")
-        with trio.fail_after(10):
-            while len(hang_ids(record)) < 5:
-                await trio.sleep(0.01)
+        await reached(5)
     messages = received(record)
     cancelled = [
         m["params"]["requestId"] for m in messages if m.get("method") == "notifications/cancelled"
