@@ -74,6 +74,17 @@ _SYSCALLS: Final[dict[str, tuple[int | None, int | None]]] = {
     "personality": (135, 92), "settimeofday": (164, 170), "clock_settime": (227, 112),
     "clock_adjtime": (305, 266), "adjtimex": (159, 171), "sethostname": (170, 161),
     "setdomainname": (171, 162),
+    # a file's metadata and watches, which landlock's rights don't cover: modes (set-id and
+    # world-writable bits), owners, times, extended attributes (ACLs, capabilities) and
+    # inotify. The uid layer keeps a child off other users' files; as an ordinary user a
+    # child is that user on the host, owner of every file of the user's (_userns)
+    "chmod": (90, None), "fchmod": (91, 52), "fchmodat": (268, 53), "fchmodat2": (452, 452),
+    "chown": (92, None), "fchown": (93, 55), "lchown": (94, None), "fchownat": (260, 54),
+    "utime": (132, None), "utimes": (235, None), "futimesat": (261, None),
+    "utimensat": (280, 88), "setxattr": (188, 5), "lsetxattr": (189, 6),
+    "fsetxattr": (190, 7), "removexattr": (197, 14), "lremovexattr": (198, 15),
+    "fremovexattr": (199, 16), "setxattrat": (463, 463), "removexattrat": (466, 466),
+    "inotify_init": (253, None), "inotify_init1": (294, 26), "inotify_add_watch": (254, 27),
     # identity changes
     "setuid": (105, 146), "setgid": (106, 144), "setreuid": (113, 145),
     "setregid": (114, 143), "setresuid": (117, 147), "setresgid": (119, 149),
