@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import trio
+from processes import proc_status
 from spare_children import spares_ready
 
 from sandbox import ChildLimits
@@ -77,12 +78,8 @@ async def bridge(tmp_path: pathlib.Path) -> AsyncIterator[Bridge]:
 
 def can_run_code(pid: int) -> bool:
     """Whether ``pid`` may still run code of its own: not exited, and no SIGKILL pending."""
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            fields = dict(line.split(":", 1) for line in status if ":" in line)
-    except FileNotFoundError:
-        return False
-    if fields["State"].split()[0] in ("Z", "X"):
+    fields = proc_status(pid)
+    if fields is None or fields["State"].split()[0] in ("Z", "X"):
         return False
     pending = int(fields["ShdPnd"], 16) | int(fields["SigPnd"], 16)
     return not pending & (1 << (9 - 1))  # SIGKILL
