@@ -620,6 +620,19 @@ ATTACKS = [
         "'ESCAPED' if libc.inotify_add_watch(fd, inputs['secret'].encode(), 0xFFF) >= 0 else 'no'",
     ),
     attack(
+        "inode-flags-on-a-ref",
+        "files",
+        # an inode flag (nodump) on a saved payload, through the read-only fd landlock allows
+        # (FS_IOC_SETFLAGS wants the file's owner, not a writable fd); the flags are put back
+        P + "fcntl = sysmod.modules['fcntl']\narray = sysmod.modules['array']\n"
+        "fd = os.open('refs/note.txt', os.O_RDONLY)\nflags = array.array('l', [0])\n"
+        "fcntl.ioctl(fd, 0x80086601, flags, True)\n"  # FS_IOC_GETFLAGS
+        "before = flags[0]\nflags[0] |= 0x40\n"  # FS_NODUMP_FL
+        "def mark():\n    fcntl.ioctl(fd, 0x40086602, flags, True)\n"  # FS_IOC_SETFLAGS
+        "    flags[0] = before\n    fcntl.ioctl(fd, 0x40086602, flags, True)\n"
+        "works(mark)",
+    ),
+    attack(
         "api-path-traversal",
         "files",
         "'ESCAPED' if read_text('refs/../../secret.txt') else 'no'",
@@ -1143,6 +1156,8 @@ def cases() -> list[Any]:
                 marks = []
                 if case.name in USER_CONTROL_UNABLE and mode == "control":
                     marks.append(pytest.mark.skip(reason=USER_CONTROL_UNABLE[case.name]))
+                if case.name in USER_ESCAPES and mode == "language-off":
+                    marks.append(pytest.mark.xfail(strict=True, reason=USER_ESCAPES[case.name]))
                 params.append(pytest.param(case, mode, "user", id=f"as-user-{name}", marks=marks))
     return params
 
@@ -1159,6 +1174,16 @@ USER_CONTROL_UNABLE: dict[str, str] = {  # also when the tests themselves run as
 }
 """Controls that can't show their attack working unprotected as an ordinary user, and why
 (the table lists them as not run)."""
+
+
+USER_ESCAPES: dict[str, str] = {
+    "inode-flags-on-a-ref": "landlock's rights don't cover inode flags (FS_IOC_SETFLAGS, an "
+    "ioctl on any fd, even read-only) and an ordinary user's child owns its refs/ (the user's "
+    "files): it sets nodump, noatime, sync and the like on them",
+}
+"""Attacks that get through as an ordinary user's child with every layer on: found by a
+white-box review of the user-namespace layers, unfixed. Expected to fail, strictly: once
+fixed, remove the entry."""
 
 
 ONE_LAYER: frozenset[str] = frozenset(
