@@ -135,10 +135,12 @@ _CLOCK_CALLS: Final = {
 _OWN_CPU_CLOCKS: Final = 0xFFFFFFF8  # the clock ids -8 to -1 as unsigned 32-bit words
 # Calls that make the kernel signal a process of the caller's choosing for it, past the
 # signal rules above: SIGIO/SIGURG for a file (fcntl F_SETOWN and F_SETOWN_EX) or a socket
-# (ioctl FIOSETOWN and SIOCSPGRP, on the channel say) go to the owner named there. Denied
-# for those commands (their second argument); every other fcntl and ioctl is allowed.
+# (ioctl FIOSETOWN and SIOCSPGRP, on the channel say) go to the owner named there. And
+# F_SETPIPE_SZ, which grows a pipe's buffer from its uid's share of pipe pages: as an
+# ordinary user that share is the user's (the host's channels included), not the child's.
+# Denied for those commands (their second argument); every other fcntl and ioctl is allowed.
 _OWNER_CALLS: Final = {
-    "fcntl": ((72, 25), (8, 15)),  # F_SETOWN, F_SETOWN_EX
+    "fcntl": ((72, 25), (8, 15, 1031)),  # F_SETOWN, F_SETOWN_EX, F_SETPIPE_SZ
     "ioctl": ((16, 29), (0x8901, 0x8902)),  # FIOSETOWN, SIOCSPGRP
 }
 # Allowed whatever their pid: capget (it reads capability sets, and its pid sits in memory a
@@ -154,7 +156,7 @@ DENIED_SYSCALLS: Final = (
     *(f"{name} (but of pid 0 or the child itself)" for name in _SELF_CALLS),
     *(f"{name} (but of one process, 0 or the child itself)" for name in _WHO_CALLS),
     *(f"{name} (on another process's CPU clock)" for name in _CLOCK_CALLS),
-    "fcntl (F_SETOWN, F_SETOWN_EX)",
+    "fcntl (F_SETOWN, F_SETOWN_EX, F_SETPIPE_SZ)",
     "ioctl (FIOSETOWN, SIOCSPGRP)",
 )
 """What the seccomp filter denies, with the conditions of the calls it denies in part."""

@@ -1023,6 +1023,14 @@ ATTACKS = [
         X + "os.chmod('../victim-0/out', 0)\n"
         "'ESCAPED' if os.stat('../victim-0/out').st_mode & 0o777 == 0 else 'no'",
     ),
+    attack(
+        "pipe-buffers-from-the-users-share",
+        "resources",
+        # each pipe grown to 1 MiB from its uid's share of pipe pages: as an ordinary user that
+        # share is the user's, the host's channels to every run included
+        P + "fcntl = sysmod.modules['fcntl']\nr, w = os.pipe()\n"
+        "works(lambda: fcntl.fcntl(w, 1031, 1 << 20))",  # F_SETPIPE_SZ
+    ),
     # ---------------------------------------------------------------- persistence
     attack(
         "file-in-tmp",
