@@ -1,4 +1,5 @@
-"""``python -m sandbox``: print which isolation layers this machine can apply, and why not."""
+"""``python -m sandbox``: print which isolation layers this machine can apply, how, or why not
+and what would."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ def main() -> int:
     """Print one line per layer; return 0 if every layer is available, else 1."""
     probes = probe_layers()
     for probe in probes:
-        state = "yes" if probe.available else f"no: {probe.reason}"
+        if probe.available:
+            state = f"yes: {probe.mechanism}"
+        else:
+            state = f"no: {probe.reason}; to apply it: {probe.remedy}"
         print(f"{probe.layer:18} {state}")
     return 0 if all(probe.available for probe in probes) else 1
 
