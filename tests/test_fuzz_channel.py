@@ -478,7 +478,7 @@ class Harness:
             made.append(PipeChild(self.children, act))
             return made[-1]
 
-        with self.launcher.hostile(child), trio.fail_after(60):
+        with self.launcher.hostile(child), trio.fail_after(2 * limits.wall_s + 20):
             result = await self.bridge.run(SOURCE, limits=limits)
             await made[0].exited.wait()
         return result, made[0].end
@@ -724,7 +724,8 @@ async def test_a_flood_of_small_frames_leaves_other_runs_unaffected(harness: Har
     while real runs beside them finish with the right values."""
     flood = frame(ready_body()) + frame({"op": "output", "text": "x"}) * 40_000
     empty = frame(ready_body()) + frame({"op": "output", "text": ""}) * 40_000
-    limits = LIMITS.model_copy(update={"max_output_bytes": 30_000})
+    # a wall time no busy machine reaches: each must end by its output limit or its stream
+    limits = LIMITS.model_copy(update={"max_output_bytes": 30_000, "wall_s": 120})
     results: list[ScriptResult] = []
 
     async def flooder(stream: bytes) -> None:

@@ -58,15 +58,19 @@ async def test_bad_lines_are_skipped_with_one_log_line_each(
 
 
 async def test_a_gigantic_line_costs_linear_time(nursery: trio.Nursery) -> None:
-    """A 64 MiB line (4 times the default bound) is skipped in about the time it takes to pipe
-    it, and the server answers the call that wrote it."""
+    """A 64 MiB line (4 times the default bound) is skipped in time linear in its length (4
+    times a 16 MiB line's, not 16 times as a quadratic read would take, with room for a busy
+    machine), and the server answers the call that wrote it."""
     server = McpServer(sys.executable, [HOSTILE], name="h")
     await server.open(nursery)
     try:
-        started = time.perf_counter()
-        result = await server.call_tool("longline", {"bytes": 64 << 20})
-        assert text_of(result) == '{"bytes": 67108864}'
-        assert time.perf_counter() - started < 10
+        took: dict[int, float] = {}
+        for mib in (16, 64):
+            started = time.perf_counter()
+            result = await server.call_tool("longline", {"bytes": mib << 20})
+            took[mib] = time.perf_counter() - started
+            assert text_of(result) == f'{{"bytes": {mib << 20}}}'
+        assert took[64] < 8 * took[16] + 1.0, took
         assert server.restarts == 0
     finally:
         await server.aclose()
@@ -77,14 +81,14 @@ async def test_a_closed_stdout_fails_the_call_at_once_and_the_next_call_restarts
 ) -> None:
     """A server that closes its stdout but stays alive fails the call in flight at once (not
     after its timeout) with a clear reason; the next call starts it again."""
-    server = McpServer(sys.executable, [HOSTILE], name="h", timeout_s=30)
+    server = McpServer(sys.executable, [HOSTILE], name="h", timeout_s=120)
     await server.open(nursery)
     try:
         first = await server.call_tool("echo", {})
         started = time.perf_counter()
         with pytest.raises(ToolServerError, match=r"server 'h' (exited|closed)"):
             await server.call_tool("closeout", {})
-        assert time.perf_counter() - started < 5
+        assert time.perf_counter() - started < 120 / 4, "it waited for the call's timeout"
         again = await server.call_tool("echo", {"n": 2})
         assert text_of(again) == '{"n": 2}' and again["pid"] != first["pid"]
         assert server.restarts == 1
