@@ -8,7 +8,7 @@ The child (the zygote and every sandbox child) imports this and :mod:`._framing`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias, get_args
 
 import msgpack
 
@@ -41,17 +41,8 @@ Layer: TypeAlias = Literal[
 ]
 """The isolation layers a child reports by name."""
 
-LAYER_NAMES: Final[tuple[Layer, ...]] = (
-    "restricted-python",
-    "rlimits",
-    "seccomp",
-    "landlock",
-    "netns",
-    "pidns",
-    "ipcns",
-    "uid",
-    "quota",
-)
+LAYER_NAMES: Final[tuple[Layer, ...]] = get_args(Layer)
+"""Every layer, in the order they are listed to users."""
 
 CARRY_MAX_BYTES: Final = 2**20
 """The most a session step may carry to the next: the msgpack bytes of its plain globals (name

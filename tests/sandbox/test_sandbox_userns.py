@@ -87,6 +87,21 @@ def user_workspace() -> Iterator[Path]:
         subprocess.run(["rm", "-rf", str(base)], check=False)
 
 
+@pytest.fixture(params=["root", "user"])
+def started_as(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, ZygoteProcess, Path]:
+    """Each way a host starts: its name, a zygote started so, and a workspace of its."""
+    who: str = request.param
+    if who == "user" and cannot_drop is not None:
+        pytest.skip(cannot_drop)
+    if who == "root" and not ROOT:
+        pytest.skip("not run as root")
+    zygote: ZygoteProcess = request.getfixturevalue(f"{who}_zygote")
+    workspace = request.getfixturevalue("user_workspace") if who == "user" else tmp_path
+    (workspace / "refs").mkdir(exist_ok=True)
+    (workspace / "out").mkdir(exist_ok=True)
+    return who, zygote, workspace
+
+
 def run(zygote: ZygoteProcess, source: str, workspace: Path, **kwargs: object) -> RunRecord:
     return run_script(zygote.client, source, workspace=workspace, timeout=30, **kwargs)  # type: ignore[arg-type]
 
@@ -130,22 +145,12 @@ except OSError as exc:
 )
 
 
-@pytest.mark.parametrize("who", ["root", "user"])
 def test_the_child_holds_no_capability_and_a_uid_of_its_own(
-    who: str,
-    request: pytest.FixtureRequest,
-    tmp_path: Path,
+    started_as: tuple[str, ZygoteProcess, Path],
 ) -> None:
     """With the language layer off, the script finds no capability in any set, its uid and
     gid one of the private range, and no way back to 0, whoever started the zygote."""
-    if who == "user" and cannot_drop is not None:
-        pytest.skip(cannot_drop)
-    if who == "root" and not ROOT:
-        pytest.skip("not run as root")
-    zygote: ZygoteProcess = request.getfixturevalue(f"{who}_zygote")
-    workspace = request.getfixturevalue("user_workspace") if who == "user" else tmp_path
-    (workspace / "refs").mkdir(exist_ok=True)
-    (workspace / "out").mkdir(exist_ok=True)
+    _, zygote, workspace = started_as
     record = run(zygote, CAPABILITIES, workspace, disable={"restricted-python"})
     assert record.isolation == [layer for layer in LAYER_NAMES if layer != "restricted-python"]
     caps, uids, gids, back = record.value
@@ -160,20 +165,12 @@ SHM_CREATE = REACH + f"libc.shmget({SHM_KEY}, 4096, 0o1666)\n"  # IPC_CREAT | 06
 SHM_LOOKUP = REACH + f"r = libc.shmget({SHM_KEY}, 0, 0o666)\n[r, ctypes.get_errno()]"
 
 
-@pytest.mark.parametrize("who", ["root", "user"])
 def test_a_runs_sysv_objects_are_gone_for_the_next_run(
-    who: str, request: pytest.FixtureRequest, tmp_path: Path
+    started_as: tuple[str, ZygoteProcess, Path],
 ) -> None:
     """A SysV shared-memory segment one run leaves (they outlive their process) is not there
     for the next run; with ``ipcns`` off it is (the attack works unprotected)."""
-    if who == "user" and cannot_drop is not None:
-        pytest.skip(cannot_drop)
-    if who == "root" and not ROOT:
-        pytest.skip("not run as root")
-    zygote: ZygoteProcess = request.getfixturevalue(f"{who}_zygote")
-    workspace = request.getfixturevalue("user_workspace") if who == "user" else tmp_path
-    (workspace / "refs").mkdir(exist_ok=True)
-    (workspace / "out").mkdir(exist_ok=True)
+    _, zygote, workspace = started_as
     language_off = {"restricted-python"}
     created = run(zygote, SHM_CREATE + "'made'", workspace, disable=language_off)
     assert created.value == "made"
