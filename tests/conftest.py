@@ -1,5 +1,7 @@
 """Fixtures shared by several test modules: a registry, a workspace, a loopback HTTP server;
-and the security suite's table at the end of a run (``security_table``)."""
+the security suite's table at the end of a run (``security_table``); and Hypothesis's
+settings for the suite: no deadline per example, which a busy machine would race (a property
+states what must hold, not how fast)."""
 
 from __future__ import annotations
 
@@ -7,10 +9,14 @@ from pathlib import Path
 
 import pytest
 import trio
+from hypothesis import settings
 from loopback_http import LoopbackServer, start_server
 from security_table import pytest_terminal_summary  # noqa: F401  (a hook: the table, at the end)
 
 from scriptbridge import ReferenceRegistry, Workspace
+
+settings.register_profile("scriptbridge", deadline=None)
+settings.load_profile("scriptbridge")
 
 
 @pytest.fixture
