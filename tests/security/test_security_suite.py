@@ -814,6 +814,28 @@ ATTACKS = [
         control=False,
     ),
     attack(
+        "sysv-shared-memory-past-the-memory-limit",
+        "resources",
+        # 512 MiB (twice memory_mb) in segments each attached, filled and detached in turn, so
+        # the address space never holds more than one; then each checked still there (attached
+        # again), and removed, so a control leaves nothing
+        P + "libc.shmget.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_int]\n"
+        "libc.shmat.restype = ctypes.c_void_p\nlibc.shmdt.argtypes = [ctypes.c_void_p]\n"
+        "size = 128 * 2 ** 20\nfailed = ctypes.c_void_p(-1).value\nheld = []\n"
+        "for i in range(4):\n"
+        "    sid = libc.shmget(0, size, 0o1600)\n"  # IPC_PRIVATE, IPC_CREAT
+        "    addr = libc.shmat(sid, None, 0) if sid >= 0 else failed\n"
+        "    if addr in (None, failed):\n        break\n"
+        "    ctypes.memset(addr, 1, size)\n    libc.shmdt(addr)\n    held.append(sid)\n"
+        "kept = 0\nfor sid in held:\n"
+        "    addr = libc.shmat(sid, None, 0)\n"
+        "    if addr not in (None, failed):\n"
+        "        kept += ctypes.string_at(addr + size - 1, 1) == b'\\x01'\n"
+        "        libc.shmdt(addr)\n"
+        "    libc.shmctl(sid, 0, None)\n"  # IPC_RMID
+        "'ESCAPED' if kept == 4 else 'no'",
+    ),
+    attack(
         "tool-call-flood",
         "resources",
         "for i in range(100000):\n    call_tool('docs.search', {})\n'ESCAPED'",
@@ -1159,13 +1181,16 @@ def cases() -> list[Any]:
             marks = []
             if case.name in USER_CONTROL_UNABLE and mode == "control" and os.geteuid() != 0:
                 marks.append(pytest.mark.skip(reason=USER_CONTROL_UNABLE[case.name]))
+            if case.name in ESCAPES and mode == "language-off":
+                marks.append(pytest.mark.xfail(strict=True, reason=ESCAPES[case.name]))
             params.append(pytest.param(case, mode, "tests", id=name, marks=marks))
             if case.category in OS:
                 marks = []
                 if case.name in USER_CONTROL_UNABLE and mode == "control":
                     marks.append(pytest.mark.skip(reason=USER_CONTROL_UNABLE[case.name]))
-                if case.name in USER_ESCAPES and mode == "language-off":
-                    marks.append(pytest.mark.xfail(strict=True, reason=USER_ESCAPES[case.name]))
+                escapes = USER_ESCAPES.get(case.name) or ESCAPES.get(case.name)
+                if escapes is not None and mode == "language-off":
+                    marks.append(pytest.mark.xfail(strict=True, reason=escapes))
                 params.append(pytest.param(case, mode, "user", id=f"as-user-{name}", marks=marks))
     return params
 
@@ -1192,6 +1217,15 @@ USER_ESCAPES: dict[str, str] = {
 """Attacks that get through as an ordinary user's child with every layer on: found by a
 white-box review of the user-namespace layers, unfixed. Expected to fail, strictly: once
 fixed, remove the entry."""
+
+
+ESCAPES: dict[str, str] = {
+    "sysv-shared-memory-past-the-memory-limit": "RLIMIT_AS bounds what is mapped, not what a "
+    "child holds: SysV segments of its IPC namespace (no shmall there), filled and detached in "
+    "turn, keep their pages until the child exits (so do memfds, up to RLIMIT_FSIZE each)",
+}
+"""Attacks that get through with every OS layer on, whoever started the zygote (as
+:data:`USER_ESCAPES`)."""
 
 
 ONE_LAYER: frozenset[str] = frozenset(
