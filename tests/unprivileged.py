@@ -62,9 +62,12 @@ def _closed_ancestors(paths: Iterable[str]) -> dict[str, set[str]]:
     return closed
 
 
-def _wrapper(python: str, uid: int, needs: Sequence[str], prelude: str | None) -> str:
+def _wrapper(
+    python: str, uid: int, needs: Sequence[str], prelude: str | None, as_root: str | None
+) -> str:
     """A shell script that starts ``python`` (with its arguments) as ``uid`` (module doc),
-    after running ``prelude`` (Python, as ``uid``) in the same process, when given."""
+    after running ``as_root`` (Python, as root, before the drop) and ``prelude`` (Python, as
+    ``uid``) in the same process, when given."""
     steps = ["set -e", "keep=$(mktemp -d)"]
     for index, (directory, names) in enumerate(sorted(_closed_ancestors(needs).items())):
         keep = f'"$keep/{index}"'
@@ -79,7 +82,11 @@ def _wrapper(python: str, uid: int, needs: Sequence[str], prelude: str | None) -
     if prelude is not None:
         boot = f"{prelude}\nimport os, sys\nos.execv({python!r}, [{python!r}, *sys.argv[1:]])"
         command = f"{shlex.quote(python)} -I -c {shlex.quote(boot)}"
-    steps.append(f'exec setpriv --reuid={uid} --regid={uid} --clear-groups -- {command} "$@"')
+    drop = f"setpriv --reuid={uid} --regid={uid} --clear-groups --"
+    if as_root is not None:
+        boot = f"{as_root}\nimport os, sys\nos.execvp(sys.argv[1], sys.argv[1:])"
+        drop = f"{shlex.quote(python)} -I -c {shlex.quote(boot)} {drop}"
+    steps.append(f'exec {drop} {command} "$@"')
     inner = "; ".join(steps)
     return (
         "#!/bin/sh\n"
@@ -87,6 +94,29 @@ def _wrapper(python: str, uid: int, needs: Sequence[str], prelude: str | None) -
         'sh "$@"\n'
     )
 
+
+NO_USER_NAMESPACES = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+ready_read, ready_write = os.pipe()
+parent = os.getpid()
+helper = os.fork()
+if helper == 0:  # maps every id as it is, from outside the namespace (a process can't itself)
+    os.read(ready_read, 1)
+    for name in ("uid_map", "gid_map"):
+        with open(f"/proc/{parent}/{name}", "w") as ids:
+            ids.write("0 0 4294967295")
+    os._exit(0)
+if libc.unshare(0x10000000) != 0:  # CLONE_NEWUSER
+    raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWUSER)")
+os.write(ready_write, b"x")
+os.waitpid(helper, 0)
+with open("/proc/sys/user/max_user_namespaces", "w") as limit:
+    limit.write("0")
+"""
+"""A prelude, as root, that puts the process in a user namespace mapping every id as it is,
+where ``user.max_user_namespaces`` is 0: no process in it can make another, as on a machine
+where an administrator switched them off."""
 
 DENY_USER_NAMESPACES = f"""
 import sys
@@ -99,24 +129,29 @@ container's default profile does (:mod:`seccomp_denial`)."""
 
 
 @contextlib.contextmanager
-def python_as_user(uid: int = USER_ID, prelude: str | None = None) -> Iterator[str]:
+def python_as_user(
+    uid: int = USER_ID, prelude: str | None = None, as_root: str | None = None
+) -> Iterator[str]:
     """The path of a command that runs this interpreter as ``uid`` (module doc), for
-    ``ZygoteProcess.start(python=...)`` or ``ZygoteLauncher(python=...)``; removed after."""
+    ``ZygoteProcess.start(python=...)`` or ``ZygoteLauncher(python=...)``; removed after.
+    ``as_root`` and ``prelude`` run first, as root and as ``uid`` (:func:`_wrapper`)."""
     python = os.path.realpath(sys.executable)
     needs = [python, sys.prefix, sys.base_prefix, str(REPOSITORY)]
     scripts = Path(tempfile.mkdtemp(prefix="scriptbridge-as-user-"))
     try:
         wrapper = scripts / "python"
-        wrapper.write_text(_wrapper(sys.executable, uid, needs, prelude))
+        wrapper.write_text(_wrapper(sys.executable, uid, needs, prelude, as_root))
         wrapper.chmod(0o700)
         yield str(wrapper)
     finally:
         shutil.rmtree(scripts, ignore_errors=True)
 
 
-def start_zygote_as_user(uid: int = USER_ID, prelude: str | None = None) -> ZygoteProcess:
+def start_zygote_as_user(
+    uid: int = USER_ID, prelude: str | None = None, as_root: str | None = None
+) -> ZygoteProcess:
     """Start a zygote as the ordinary user ``uid`` (module doc); the caller closes it."""
-    with python_as_user(uid, prelude) as python:
+    with python_as_user(uid, prelude, as_root) as python:
         return ZygoteProcess.start(python=python)
 
 

@@ -3,8 +3,9 @@ namespace per child, child ids no two bridges share, and the kernel's refusals n
 
 An ordinary user's zygote is started from the root test run (:mod:`unprivileged`); the
 refusal of a container's seccomp profile is a real filter on that zygote
-(:mod:`seccomp_denial`); the sysctl switches a kernel may have (and this one may not) are read
-from a laid-out ``/proc/sys`` tree.
+(:mod:`seccomp_denial`), and ``user.max_user_namespaces = 0`` is real in a user namespace of
+the test's own; the switches a kernel may have and this one hasn't (Debian's sysctl, Ubuntu's
+AppArmor one) are read from a laid-out ``/proc/sys`` tree.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 from unprivileged import (
     DENY_USER_NAMESPACES,
+    NO_USER_NAMESPACES,
     USER_ID,
     can_drop_to_user,
     hand_to_user,
@@ -298,6 +300,22 @@ def test_a_container_seccomp_profile_is_named_with_its_remedy(tmp_path: Path) ->
     skipped = {item.layer: item.reason for item in record.ready.skipped}
     assert set(skipped) == {"netns", "pidns", "ipcns", "uid", "quota"}
     assert all("seccomp filter" in reason for reason in skipped.values()), skipped
+
+
+@as_user
+def test_user_namespaces_switched_off_are_named_with_their_remedy() -> None:
+    """An ordinary user's zygote on a machine whose ``user.max_user_namespaces`` is 0 (a
+    user namespace of the test's own where it is) says each namespace layer is missing, that
+    cause, and the sysctl that would give them."""
+    with start_zygote_as_user(as_root=NO_USER_NAMESPACES) as zygote:
+        states = {state.layer: state for state in zygote.layers}
+    for layer in ("netns", "pidns", "ipcns", "uid", "quota"):
+        assert not states[layer].available
+        assert "user namespaces are switched off (user.max_user_namespaces = 0)" in str(
+            states[layer].reason
+        )
+        assert "sysctl -w user.max_user_namespaces=" in str(states[layer].remedy)
+    assert all(states[layer].available for layer in ("rlimits", "seccomp", "landlock"))
 
 
 def sysctl_tree(root: Path, **values: str) -> Path:
