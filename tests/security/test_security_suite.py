@@ -836,6 +836,23 @@ ATTACKS = [
         "'ESCAPED' if kept == 4 else 'no'",
     ),
     attack(
+        "queued-signals-from-the-users-share",
+        "resources",
+        # a thousand real-time signals queued to itself, blocked: each takes one of its uid's
+        # pending signals (RLIMIT_SIGPENDING), which for an ordinary user's child is the user's
+        # share, the host's and every run's (their sigqueue and timer_create fail with EAGAIN)
+        P + "signal = sysmod.modules['signal']\nsig = signal.SIGRTMIN + 3\n"
+        "signal.pthread_sigmask(signal.SIG_BLOCK, {sig})\n"
+        "info = (ctypes.c_int * 32)(sig, 0, -1)\n"  # si_code SI_QUEUE
+        "libc.syscall.restype = ctypes.c_long\n"
+        "number = {'x86_64': 129, 'aarch64': 138}[os.uname().machine]\n"  # rt_sigqueueinfo
+        "queued = 0\nfor i in range(1000):\n"
+        "    if libc.syscall(ctypes.c_long(number), ctypes.c_long(os.getpid()),"
+        " ctypes.c_long(sig), info) != 0:\n"
+        "        break\n    queued += 1\n"
+        "'ESCAPED' if queued == 1000 else 'no'",
+    ),
+    attack(
         "tool-call-flood",
         "resources",
         "for i in range(100000):\n    call_tool('docs.search', {})\n'ESCAPED'",
@@ -1223,6 +1240,9 @@ ESCAPES: dict[str, str] = {
     "sysv-shared-memory-past-the-memory-limit": "RLIMIT_AS bounds what is mapped, not what a "
     "child holds: SysV segments of its IPC namespace (no shmall there), filled and detached in "
     "turn, keep their pages until the child exits (so do memfds, up to RLIMIT_FSIZE each)",
+    "queued-signals-from-the-users-share": "RLIMIT_SIGPENDING is left as the host's: a child "
+    "queues as many signals as the host's user may (as an ordinary user, the same share: one "
+    "run leaves the host and other runs none, and their timer_create fails with EAGAIN)",
 }
 """Attacks that get through with every OS layer on, whoever started the zygote (as
 :data:`USER_ESCAPES`)."""
