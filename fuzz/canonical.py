@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Fuzz target: ``canonical_key``, the uri keys never marks are kept by (SPEC section 4).
 
 Invariant: for any uri built from the fuzzer's bytes (a scheme, userinfo, a host in every IP
@@ -18,9 +19,17 @@ from __future__ import annotations
 
 import sys
 
+import _coverage
 import atheris
 
-with atheris.instrument_imports(include=["scriptbridge._canonical", "httpx", "idna"]):
+with atheris.instrument_imports(
+    **_coverage.packages(
+        "scriptbridge._canonical",
+        "httpx._urlparse",
+        "httpx._urls",
+        "idna.core",
+    )
+):
     from scriptbridge._canonical import _full_key, canonical_key
 
 SCHEMES = ("http", "https", "HTTP", "hTTps", "ref", "mailto", "", "file", "ftp")

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Fuzz target: the MCP stdio transport's line reader (:mod:`scriptbridge._mcp_stdio`).
 
 Invariant: for any bytes a tool server writes on stdout (raw, or JSON-RPC-shaped lines built
@@ -19,9 +20,15 @@ from __future__ import annotations
 import json
 import sys
 
+import _coverage
 import atheris
 
-with atheris.instrument_imports(include=["scriptbridge._mcp_stdio", "mcp_types", "mcp"]):
+# the messages are validated by pydantic-core, compiled code atheris doesn't see
+with atheris.instrument_imports(
+    **_coverage.packages(
+        "scriptbridge._mcp_stdio",
+    )
+):
     from mcp.shared.message import SessionMessage
 
     from scriptbridge._mcp_stdio import LineSplitter, parse_line, shown

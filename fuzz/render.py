@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Fuzz target: the claims walk and the renderer as a whole, on any tool result.
 
 Invariant: for any value built from the fuzzer's bytes (a tool result, mostly, or anything at
@@ -24,12 +25,29 @@ import math
 import sys
 from typing import Any
 
+import _coverage
 import _native
 import atheris
 
 NATIVE = _native.load()
 
-with atheris.instrument_imports(include=["scriptbridge", "sandbox", "_shapes"]):
+with atheris.instrument_imports(
+    **_coverage.packages(
+        "_shapes",
+        "scriptbridge._render",
+        "scriptbridge._claims",
+        "scriptbridge._plain",
+        "scriptbridge._classify",
+        "scriptbridge._walk",
+        "scriptbridge._disclosure",
+        "scriptbridge._blocks",
+        "scriptbridge.markers",
+        "scriptbridge._result_dict",
+        "scriptbridge._registry",
+        "scriptbridge._canonical",
+        "sandbox.protocol._plain",
+    )
+):
     import _shapes
 
     from sandbox.protocol import MAX_DATA_NODES, check_plain
@@ -139,7 +157,7 @@ def test_one_input(data: bytes) -> None:
 
 
 def main() -> None:
-    gc.set_threshold(100_000, 50, 100)  # cycles abound here: collect them less often
+    gc.freeze()  # the modules and the registry are never scanned again: collections stay short
     atheris.Setup(sys.argv, test_one_input)
     atheris.Fuzz()
 

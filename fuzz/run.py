@@ -125,8 +125,11 @@ def run_target(
     runs = re.search(r"stat::number_of_executed_units:\s*(\d+)", text)
     executions = int(runs.group(1)) if runs else (int(statuses[-1][0]) if statuses else 0)
     cov, ft, corp = statuses[-1][1:] if statuses else ("?", "?", "?")
-    found = sorted(set(out.iterdir()) - before)
+    new = sorted(set(out.iterdir()) - before)
+    found = [path for path in new if not path.name.startswith("slow-unit-")]
+    slow = len(new) - len(found)  # an input over 10 s: kept, not a finding (-timeout is one)
     verdict = "ok" if done.returncode == 0 and not found else f"FOUND (exit {done.returncode})"
+    verdict += f", {slow} slow" if slow else ""
     line = (
         f"{name:<13} {verdict:<16} executions {executions:>9}  cov {cov:>5}  ft {ft:>6}  "
         f"corpus {corp:>5}  ({seconds} s; log {log.relative_to(ROOT)})"
