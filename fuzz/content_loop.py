@@ -18,8 +18,9 @@ UndefinedBehaviorSanitizer). The value is built twice from the same bytes, one c
 loop, so each loop sees a graph with the reference counts the value alone gives it (the loops
 put a block in the seen set by its reference count).
 
-Run: ``.venv/bin/python fuzz/content_loop.py fuzz/corpus/content_loop`` (``make fuzz`` runs
-it with the sanitizers).
+Run: ``.venv/bin/python fuzz/run.py --seconds N content_loop`` (``make fuzz`` runs every target,
+the C loop built with the sanitizers); a finding's input, given as the only argument, runs
+once.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ after them), cut into chunks of any sizes, under any frame limit:
 - a message it returns, framed again (:func:`encode_frame`), parses to the same message
   (the same frame once framed again).
 
-Run: ``.venv/bin/python fuzz/frames.py fuzz/corpus/frames``.
+Run: ``.venv/bin/python fuzz/run.py --seconds N frames`` (``make fuzz`` runs every target);
+a finding's input, given as the only argument, runs once.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ from the fuzzer's bytes), cut into chunks of any sizes, under any line bound:
 - :func:`shown` (what a server's stderr line becomes in the log) never raises and returns
   printable text of at most ``limit`` characters plus escapes and ``...``.
 
-Run: ``.venv/bin/python fuzz/mcp_stdio.py fuzz/corpus/mcp_stdio``.
+Run: ``.venv/bin/python fuzz/run.py --seconds N mcp_stdio`` (``make fuzz`` runs every target);
+a finding's input, given as the only argument, runs once.
 """
 
 from __future__ import annotations

@@ -14,8 +14,9 @@ all; see ``_shapes.py``), read against a registry holding records (one marked ne
 - no script object for a record that is marked never, or whose uri this result claims never,
   shows a uri or a saved path.
 
-Run: ``.venv/bin/python fuzz/render.py fuzz/corpus/render`` (``make fuzz`` runs it with the
-sanitizers).
+Run: ``.venv/bin/python fuzz/run.py --seconds N render`` (``make fuzz`` runs every target,
+the C loop built with the sanitizers); a finding's input, given as the only argument, runs
+once.
 """
 
 from __future__ import annotations
