@@ -737,6 +737,16 @@ ATTACKS = [
         "if mounted:\n    libc.umount2(b'out', 2)\n"  # MNT_DETACH: leave nothing mounted
         "'ESCAPED' if mounted else 'no'",
     ),
+    attack(
+        "oom-score-of-the-zygote",
+        "processes",
+        # the zygote's oom_score_adj written (its own value again: nothing changes), through the
+        # host's /proc, where a PID namespace hides no one; as an ordinary user the zygote is
+        # the child's user, whose files those are: only landlock keeps it out there
+        P + "path = f\"/proc/{inputs['zygote']}/oom_score_adj\"\n"
+        "score = realopen(path).read().strip()\n"
+        "works(lambda: realopen(path, 'w').write(score))",
+    ),
     # ---------------------------------------------------------------- environment
     attack(
         "environ-of-the-host-test",
