@@ -863,6 +863,32 @@ ATTACKS = [
         "'ESCAPED' if queued == 1000 else 'no'",
     ),
     attack(
+        "sysv-messages-past-the-memory-limit",
+        "resources",
+        # 320 MiB (more than memory_mb) of kernel memory in message queues of its IPC namespace
+        # (msgmni queues of msgmnb bytes each there); each queue removed after, so a control
+        # leaves nothing
+        P + "buf = ctypes.create_string_buffer(b'\\x01' + bytes(7) + b'x' * 8192, 8200)\n"
+        "queued = 0\nmade = []\nfor i in range(21000):\n"
+        "    q = libc.msgget(0, 0o1600)\n"  # IPC_PRIVATE, IPC_CREAT
+        "    if q < 0:\n        break\n    made.append(q)\n"
+        "    for j in range(2):\n"
+        "        queued += libc.msgsnd(q, buf, 8192, 0o4000) == 0\n"  # IPC_NOWAIT
+        "held = queued * 8192\nfor q in made:\n    libc.msgctl(q, 0, None)\n"  # IPC_RMID
+        "'ESCAPED' if held >= 320 * 2 ** 20 else 'no'",
+    ),
+    attack(
+        "memfds-past-the-memory-limit",
+        "resources",
+        # 384 MiB (more than memory_mb) written to memfds, never mapped: each within
+        # RLIMIT_FSIZE, as many as the open-file limit allows
+        P + "fds = []\nchunk = b'x' * 2 ** 20\nfor i in range(48):\n"
+        "    fd = libc.memfd_create(b'held', 0)\n    if fd < 0:\n        break\n"
+        "    for j in range(8):\n        os.write(fd, chunk)\n    fds.append(fd)\n"
+        "held = sum(os.fstat(fd).st_size for fd in fds)\n"
+        "'ESCAPED' if held >= 384 * 2 ** 20 else 'no'",
+    ),
+    attack(
         "tool-call-flood",
         "resources",
         "for i in range(100000):\n    call_tool('docs.search', {})\n'ESCAPED'",
@@ -1250,6 +1276,10 @@ ESCAPES: dict[str, str] = {
     "sysv-shared-memory-past-the-memory-limit": "RLIMIT_AS bounds what is mapped, not what a "
     "child holds: SysV segments of its IPC namespace (no shmall there), filled and detached in "
     "turn, keep their pages until the child exits (so do memfds, up to RLIMIT_FSIZE each)",
+    "sysv-messages-past-the-memory-limit": "the IPC namespace's limits are the kernel's "
+    "defaults: msgmni queues of msgmnb bytes each, kernel memory no rlimit counts",
+    "memfds-past-the-memory-limit": "RLIMIT_AS bounds what is mapped: a memfd's pages, written "
+    "and never mapped, count against nothing but RLIMIT_FSIZE per file",
     "queued-signals-from-the-users-share": "RLIMIT_SIGPENDING is left as the host's: a child "
     "queues as many signals as the host's user may (as an ordinary user, the same share: one "
     "run leaves the host and other runs none, and their timer_create fails with EAGAIN)",
