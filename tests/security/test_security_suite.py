@@ -633,6 +633,17 @@ ATTACKS = [
         "works(mark)",
     ),
     attack(
+        "lease-on-a-ref",
+        "files",
+        # a lease on a saved payload, through the read-only fd landlock allows (F_SETLEASE wants
+        # the file's owner): whoever opens it for writing (for anything, a write lease) then
+        # waits for the child, up to lease-break-time; let go after
+        P + "fcntl = sysmod.modules['fcntl']\nfd = os.open('refs/note.txt', os.O_RDONLY)\n"
+        "def lease():\n    fcntl.fcntl(fd, 1024, 0)\n"  # F_SETLEASE, F_RDLCK
+        "    fcntl.fcntl(fd, 1024, 2)\n"  # F_UNLCK
+        "works(lease)",
+    ),
+    attack(
         "api-path-traversal",
         "files",
         "'ESCAPED' if read_text('refs/../../secret.txt') else 'no'",
@@ -1266,6 +1277,9 @@ USER_ESCAPES: dict[str, str] = {
     "inode-flags-on-a-ref": "landlock's rights don't cover inode flags (FS_IOC_SETFLAGS, an "
     "ioctl on any fd, even read-only) and an ordinary user's child owns its refs/ (the user's "
     "files): it sets nodump, noatime, sync and the like on them",
+    "lease-on-a-ref": "nor leases (fcntl F_SETLEASE): an ordinary user's child owns its refs/ "
+    "(the user's files), so it leases them, and the host's own opens of them wait for it (up "
+    "to fs.lease-break-time, 45 s, or the run's end)",
 }
 """Attacks that get through as an ordinary user's child with every layer on: found by a
 white-box review of the user-namespace layers, unfixed. Expected to fail, strictly: once
