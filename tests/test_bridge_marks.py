@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pathlib
 import textwrap
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -63,9 +62,9 @@ async def payloads(nursery: trio.Nursery) -> LoopbackServer:
 
 
 @pytest.fixture
-async def bridge(tmp_path: pathlib.Path) -> AsyncIterator[Bridge]:
-    async with Bridge(tmp_path / "ws", fetch_allow=["127.0.0.1"]) as bridge:
-        yield bridge
+def bridge_options() -> dict[str, Any]:
+    """The ``bridge`` fixture's Bridge may fetch from the loopback payload server."""
+    return {"fetch_allow": ["127.0.0.1"]}
 
 
 async def test_a_batch_renders_its_views_after_all_its_marks(

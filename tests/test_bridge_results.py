@@ -5,19 +5,10 @@ from __future__ import annotations
 
 import json
 import pathlib
-from collections.abc import AsyncIterator
-
-import pytest
 
 from scriptbridge._limits import Limits
 from scriptbridge._supervisor import Bridge
 from scriptbridge._workspace import remove_tree
-
-
-@pytest.fixture
-async def bridge(tmp_path: pathlib.Path) -> AsyncIterator[Bridge]:
-    async with Bridge(tmp_path / "ws") as bridge:
-        yield bridge
 
 
 async def test_a_deep_out_is_listed_without_recursion(bridge: Bridge) -> None:

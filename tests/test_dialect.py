@@ -4,9 +4,7 @@
 
 from __future__ import annotations
 
-import pathlib
 import textwrap
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -17,12 +15,6 @@ from scriptbridge import Bridge, Limits, python_tool
 
 def script(text: str) -> str:
     return textwrap.dedent(text).strip() + "\n"
-
-
-@pytest.fixture
-async def bridge(tmp_path: pathlib.Path) -> AsyncIterator[Bridge]:
-    async with Bridge(tmp_path / "ws") as bridge:
-        yield bridge
 
 
 async def test_the_fastmcp_style_script_runs(bridge: Bridge) -> None:

@@ -9,7 +9,7 @@ import os
 import pathlib
 import signal
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import pytest
 import trio
@@ -21,12 +21,6 @@ from scriptbridge import Bridge, _launcher, _supervisor, python_tool
 from scriptbridge._launcher import Child, ZygoteLauncher
 from scriptbridge._run_dirs import TRASH_DIR, RunDirs
 from scriptbridge._zygote_link import ZygoteLink
-
-
-@pytest.fixture
-async def bridge(tmp_path: pathlib.Path) -> AsyncIterator[Bridge]:
-    async with Bridge(tmp_path / "ws") as bridge:
-        yield bridge
 
 
 async def stop(pid: int) -> None:

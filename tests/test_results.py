@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import pathlib
-from collections.abc import AsyncIterator
 
 import pytest
 import trio
@@ -213,12 +211,6 @@ def test_cancelled_is_not_a_cancellation() -> None:
 
 
 # --- real runs -----------------------------------------------------------------------------------
-
-
-@pytest.fixture
-async def bridge(tmp_path: pathlib.Path) -> AsyncIterator[Bridge]:
-    async with Bridge(tmp_path / "ws") as bridge:
-        yield bridge
 
 
 @pytest.mark.parametrize(

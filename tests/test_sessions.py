@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pathlib
 import textwrap
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -36,9 +35,9 @@ def never(uri: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-async def bridge(tmp_path: pathlib.Path) -> AsyncIterator[Bridge]:
-    async with Bridge(tmp_path / "ws", fetch_allow=["127.0.0.1"]) as bridge:
-        yield bridge
+def bridge_options() -> dict[str, Any]:
+    """The ``bridge`` fixture's Bridge may fetch from the loopback payload server."""
+    return {"fetch_allow": ["127.0.0.1"]}
 
 
 def counter(bridge: Bridge) -> list[int]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import pathlib
-from collections.abc import AsyncIterator
 
 import pytest
 import trio
@@ -15,12 +14,6 @@ from scriptbridge._launcher import Child, ZygoteLauncher
 from scriptbridge._limits import Limits
 from scriptbridge._run_dirs import SPARES_DIR, TRASH_DIR, RunDir
 from scriptbridge._spares import SPARE_CHILDREN
-
-
-@pytest.fixture
-async def bridge(tmp_path: pathlib.Path) -> AsyncIterator[Bridge]:
-    async with Bridge(tmp_path / "ws") as bridge:
-        yield bridge
 
 
 def launcher_of(bridge: Bridge) -> ZygoteLauncher:

@@ -10,7 +10,7 @@ import os
 import pathlib
 import shutil
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any, Literal, NotRequired
 
 import pytest
@@ -197,12 +197,6 @@ def script_from_stub(source: str) -> str:
         lines.append(f"results.append({call}['data'])")
     lines.append("results")
     return "\n".join(lines) + "\n"
-
-
-@pytest.fixture
-async def bridge(tmp_path: pathlib.Path) -> AsyncIterator[Bridge]:
-    async with Bridge(tmp_path / "ws") as opened:
-        yield opened
 
 
 async def test_a_script_written_from_the_stub_runs(bridge: Bridge) -> None:

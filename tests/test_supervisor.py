@@ -6,7 +6,6 @@ import os
 import pathlib
 import sys
 import textwrap
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -49,9 +48,9 @@ async def payloads(nursery: trio.Nursery) -> LoopbackServer:
 
 
 @pytest.fixture
-async def bridge(tmp_path: pathlib.Path) -> AsyncIterator[Bridge]:
-    async with Bridge(tmp_path / "ws", fetch_allow=["127.0.0.1"]) as bridge:
-        yield bridge
+def bridge_options() -> dict[str, Any]:
+    """The ``bridge`` fixture's Bridge may fetch from the loopback payload server."""
+    return {"fetch_allow": ["127.0.0.1"]}
 
 
 def reference(uri: str, **extra: Any) -> dict[str, Any]:

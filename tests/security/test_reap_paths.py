@@ -70,12 +70,6 @@ async def hostile_bridge(tmp_path: pathlib.Path) -> AsyncIterator[Bridge]:
         yield bridge
 
 
-@pytest.fixture
-async def bridge(tmp_path: pathlib.Path) -> AsyncIterator[Bridge]:
-    async with Bridge(tmp_path / "ws") as bridge:
-        yield bridge
-
-
 def can_run_code(pid: int) -> bool:
     """Whether ``pid`` may still run code of its own: not exited, and no SIGKILL pending."""
     fields = proc_status(pid)
