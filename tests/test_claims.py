@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import mcp.types as mcp_types
+from tool_results import link as resource_link
 
 from scriptbridge import read_claims
 from scriptbridge._walk import MAX_DEPTH, NODE_BUDGET
 
-
-def link(uri: str, **extra: Any) -> dict[str, Any]:
-    return {"type": "resource_link", "uri": uri, "name": "n", **extra}
+link = partial(resource_link, name="n")
+"""A resource link named ``n``."""
 
 
 def nested(value: Any, levels: int) -> Any:

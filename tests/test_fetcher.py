@@ -11,6 +11,7 @@ import hashlib
 import logging
 import os
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from loopback_http import (
     stall,
     start_server,
 )
+from tool_results import link as resource_link
 
 from scriptbridge import ReferenceRecord, ReferenceRegistry, markers
 from scriptbridge._fetcher import ReferenceFetcher, Saved, Unfetchable
@@ -49,8 +51,8 @@ from scriptbridge.markers import (
 MARKED = Unfetchable(markers.PAYLOAD_NEVER)
 
 
-def link(uri: str, **fields: Any) -> dict[str, Any]:
-    return {"type": "resource_link", "uri": uri, "name": "payload", **fields}
+link = partial(resource_link, name="payload")
+"""A resource link named ``payload``."""
 
 
 def register(reg: ReferenceRegistry, uri: str, server: str = "docs", **fields: Any) -> Any:

@@ -7,6 +7,7 @@ from typing import Any
 
 import mcp.types as mcp_types
 import pytest
+from tool_results import link
 
 from scriptbridge import ReferenceRegistry, markers
 from scriptbridge._walk import MAX_DEPTH
@@ -30,10 +31,6 @@ NATIVE_PNG = {"type": "image", "data": PNG, "mimeType": "image/png"}
 
 def text(value: str) -> dict[str, Any]:
     return {"type": "text", "text": value}
-
-
-def link(uri: str, **extra: Any) -> dict[str, Any]:
-    return {"type": "resource_link", "uri": uri, **extra}
 
 
 def embedded(uri: str = EMB_URI, **record: Any) -> dict[str, Any]:

@@ -4,10 +4,12 @@ returns only once every ingestion under way has ended."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import trio
 import trio.testing
+from tool_results import link as resource_link
 
 from scriptbridge import ReferenceRegistry
 from scriptbridge._marks_gate import MarksGate
@@ -18,8 +20,8 @@ def never_image(uri: str) -> dict[str, Any]:
             "disposition": "never"}  # fmt: skip
 
 
-def link(uri: str, **fields: Any) -> dict[str, Any]:
-    return {"type": "resource_link", "uri": uri, "name": "doc", **fields}
+link = partial(resource_link, name="doc")
+"""A resource link named ``doc``."""
 
 
 def flood(prefix: str, claims: int = 10_000, links: int = 1_500) -> dict[str, Any]:

@@ -5,10 +5,12 @@ record was evicted, and the never memory forgets nothing."""
 from __future__ import annotations
 
 import os
+from functools import partial
 from typing import Any
 
 import pytest
 from loopback_http import LoopbackServer, body
+from tool_results import link as resource_link
 
 from scriptbridge import ReferenceRegistry, markers, render_script_view
 from scriptbridge._canonical import canonical_key
@@ -19,8 +21,8 @@ from scriptbridge._workspace import Workspace
 MARKED = Unfetchable(markers.PAYLOAD_NEVER)
 
 
-def link(uri: str, **fields: Any) -> dict[str, Any]:
-    return {"type": "resource_link", "uri": uri, "name": "payload", **fields}
+link = partial(resource_link, name="payload")
+"""A resource link named ``payload``."""
 
 
 def never(uri: str) -> dict[str, Any]:

@@ -6,13 +6,10 @@ import logging
 from typing import Any
 
 import pytest
+from tool_results import link
 
 from scriptbridge import ReferenceRegistry, render_script_view
 from scriptbridge._walk import MAX_DEPTH
-
-
-def link(uri: str, **extra: Any) -> dict[str, Any]:
-    return {"type": "resource_link", "uri": uri, **extra}
 
 
 def result(*blocks: Any, data: Any = None) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from typing import Any
 
 import mcp.types as mcp_types
 import pytest
+from tool_results import link
 
 from scriptbridge import (
     SCRIPT_VIEW,
@@ -18,10 +19,6 @@ from scriptbridge import (
 from scriptbridge._walk import MAX_DEPTH
 
 PDF_12KB = "A" * (16 * 1024)
-
-
-def link(uri: str, **extra: Any) -> dict[str, Any]:
-    return {"type": "resource_link", "uri": uri, **extra}
 
 
 def embedded(uri: str = "mem://secret-embedded", **record: Any) -> dict[str, Any]:

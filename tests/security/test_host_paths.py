@@ -9,11 +9,13 @@ once got through (each was red before its fix); those under "what held" never di
 from __future__ import annotations
 
 import textwrap
+from functools import partial
 from typing import Any
 
 import pytest
 import trio
 from loopback_http import LoopbackServer, body, gated, start_server
+from tool_results import link as resource_link
 
 from scriptbridge import lanes, markers, render_script_view
 from scriptbridge._fetcher import Saved
@@ -26,8 +28,8 @@ def script(text: str) -> str:
     return textwrap.dedent(text).strip() + "\n"
 
 
-def link(uri: str) -> dict[str, Any]:
-    return {"type": "resource_link", "uri": uri, "name": "p.txt"}
+link = partial(resource_link, name="p.txt")
+"""A resource link named ``p.txt``."""
 
 
 def never_image(uri: str) -> dict[str, Any]:
