@@ -8,6 +8,8 @@ uris for references and for embedded resources' never claims, and credential uri
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import strategies as st
 
 HOSTILE_TEXT = st.text(
@@ -48,3 +50,34 @@ MIMES = st.one_of(
     HOSTILE_TEXT,
     SCALARS,
 )
+
+
+ABSENT = object()
+"""What :func:`maybe` draws for a field left out."""
+
+
+def maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """``strategy``, or :data:`ABSENT` (the field left out)."""
+    return st.one_of(st.just(ABSENT), strategy)
+
+
+def strings_in(value: Any, *, allow_bytes: bool = False) -> list[str]:
+    """Every string in a plain tree (a view, a lane's output), keys included, checking each
+    key is a ``str`` and every other value of an exact plain type (``bytes`` only when
+    allowed); iterative, so a deep tree costs no stack."""
+    leaves: tuple[type, ...] = (type(None), bool, int, float, *((bytes,) if allow_bytes else ()))
+    out: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is str:
+            out.append(item)
+        elif type(item) is dict:
+            assert all(type(key) is str for key in item), item
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif type(item) is list:
+            stack.extend(item)
+        else:
+            assert type(item) in leaves, type(item)
+    return out

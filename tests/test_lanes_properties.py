@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from hostile_strategies import (
+    ABSENT,
     CREDENTIAL_URIS,
     DISPOSITIONS,
     EMB_URIS,
@@ -21,6 +22,8 @@ from hostile_strategies import (
     MIMES,
     REF_URIS,
     SCALARS,
+    maybe,
+    strings_in,
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -42,11 +45,6 @@ ALL_URIS = (
     + ["ref:900/x", "ref:901/x", "ref:902/x", "pw@", "sig=1"]
 )
 DATA = st.one_of(st.sampled_from(["", "AAAA", "iVBORw0KGgo=", "A" * 400, " "]), SCALARS)
-_ABSENT = object()
-
-
-def maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
-    return st.one_of(st.just(_ABSENT), strategy)
 
 
 class RaisingDict(dict[str, Any]):
@@ -113,7 +111,7 @@ def blocks(draw: st.DrawFn, at_depth: bool = False) -> dict[str, Any]:
     }
     for name, strategy in candidates.items():
         value = draw(maybe(strategy))
-        if value is not _ABSENT:
+        if value is not ABSENT:
             fields[name] = value
     if kind != "resource" and isinstance(fields.get("resource"), dict):
         # Outside a resource block, "resource" is an ordinary field: keep embedded uris out.
@@ -166,24 +164,6 @@ RESULTS = st.fixed_dictionaries(
         "_meta": nested(st.one_of(SCALARS, blocks(at_depth=True))),
     },
 )
-
-
-def strings_in(value: Any) -> list[str]:
-    """Every string in a lane's output, keys included (iterative; outputs are plain trees)."""
-    out: list[str] = []
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            out.append(item)
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        else:
-            assert item is None or isinstance(item, bool | int | float), type(item)
-    return out
 
 
 def check(output: Any, reg: ReferenceRegistry, saved: dict[str, str]) -> None:

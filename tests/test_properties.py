@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from hostile_strategies import (
+    ABSENT,
     CREDENTIAL_URIS,
     DISPOSITIONS,
     EMB_URIS,
@@ -18,6 +19,8 @@ from hostile_strategies import (
     MIMES,
     REF_URIS,
     SCALARS,
+    maybe,
+    strings_in,
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -32,14 +35,6 @@ from scriptbridge import (
 from scriptbridge._render import render_withheld_view
 from scriptbridge._walk import MAX_DEPTH
 from scriptbridge.lanes import convert_push, live_copy, stored_copy, withheld_copy
-
-
-def maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
-    return st.one_of(st.just(_ABSENT), strategy)
-
-
-_ABSENT = object()
-
 
 BLOCK_KINDS = ["text", "image", "audio", "resource", "resource_link", "reference"]
 
@@ -85,7 +80,7 @@ def blocks(draw: st.DrawFn, kinds: tuple[Any, ...] = (*BLOCK_KINDS, "video", 5))
     }
     for name, strategy in candidates.items():
         value = draw(maybe(strategy))
-        if value is not _ABSENT:
+        if value is not ABSENT:
             fields[name] = value
     return fields
 
@@ -111,25 +106,6 @@ RESULTS = st.fixed_dictionaries(
 )
 
 
-def strings_in(value: Any) -> list[str]:
-    """Every string in a view, keys included, checking each value is of an exact plain type."""
-    out: list[str] = []
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if type(item) is str:
-            out.append(item)
-        elif type(item) is dict:
-            assert all(type(key) is str for key in item), item
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif type(item) is list:
-            stack.extend(item)
-        else:
-            assert type(item) in (type(None), bool, int, float, bytes), type(item)
-    return out
-
-
 def check_invariants(
     view: dict[str, Any], reg: ReferenceRegistry, saved: dict[str, str] | None = None
 ) -> None:
@@ -137,7 +113,7 @@ def check_invariants(
     SCRIPT_VIEW.validate_python(view)
     marked = {f"ref:{n:03d}/x" for n in range(31) if reg.is_marked(f"ref:{n:03d}/x")}
     secrets = marked | {path for uri, path in (saved or {}).items() if uri in marked}
-    for text in strings_in(view):
+    for text in strings_in(view, allow_bytes=True):
         text.encode("utf-8")  # well formed
         assert "emb:" not in text, text
         for secret in secrets:
@@ -188,7 +164,7 @@ def test_never_past_depth_limit_never_leaks(levels: int, uri: str, as_dict: bool
     (record,) = reg.ingest(result, server="s")
     view = render_script_view(result, reg)
     check_invariants(view, reg)
-    assert uri not in " ".join(strings_in(view))
+    assert uri not in " ".join(strings_in(view, allow_bytes=True))
     assert record.payload_never or record.unreadable
 
 
@@ -330,7 +306,7 @@ def leaks(outputs: list[Any], forbidden: list[str]) -> list[tuple[str, str]]:
     well formed on the way."""
     found = []
     for output in outputs:
-        for text in strings_in(output):
+        for text in strings_in(output, allow_bytes=True):
             text.encode("utf-8")
             found += [(secret, text) for secret in forbidden if secret in text]
     return found
