@@ -21,7 +21,14 @@ from .._zygote_wire import ChildLimits
 from ..protocol import Layer
 from ._landlock import Landlock, landlock_abi, workspace_rules
 from ._libc import CLONE_NEWIPC, CLONE_NEWNET, os_error, set_no_new_privs, setns, unshare
-from ._process import IsolationError, apply_rlimits, drop_uid, hygiene, watch_parent
+from ._process import (
+    IsolationError,
+    apply_rlimits,
+    drop_uid,
+    hygiene,
+    seal_ipc_namespace,
+    watch_parent,
+)
 from ._seccomp import install_seccomp, seccomp_arch
 from ._userns import Privilege
 
@@ -164,7 +171,12 @@ def _apply_layers(
         if unshare(CLONE_NEWIPC) != 0:
             report.skip("ipcns", str(os_error("unshare(CLONE_NEWIPC)")))
         else:
-            report.applied.append("ipcns")
+            try:
+                seal_ipc_namespace()
+            except OSError as exc:
+                report.skip("ipcns", f"its IPC namespace's limits could not be set: {exc}")
+            else:
+                report.applied.append("ipcns")
 
     landlock: Landlock | None = None
     if wanted("landlock"):

@@ -25,7 +25,14 @@ from .. import _quota
 from ..protocol import LAYER_NAMES, Layer
 from ._landlock import Landlock, landlock_abi
 from ._libc import CLONE_NEWIPC, CLONE_NEWNET, os_error, set_no_new_privs, unshare
-from ._process import CHILD_ID_BASE, CHILD_ID_SLOTS, PidNamespaces, drop_uid, ids_from_proc
+from ._process import (
+    CHILD_ID_BASE,
+    CHILD_ID_SLOTS,
+    PidNamespaces,
+    drop_uid,
+    ids_from_proc,
+    seal_ipc_namespace,
+)
 from ._seccomp import install_seccomp, seccomp_arch
 from ._userns import Privilege, enter_zygote_namespace
 
@@ -128,6 +135,11 @@ def _probe_in_child(
             results[layer] = str(os_error(f"unshare({layer})"))
         else:
             results[layer] = None
+    if results["ipcns"] is None:
+        try:
+            seal_ipc_namespace()
+        except OSError as exc:
+            results["ipcns"] = f"its IPC namespace's limits could not be set: {exc}"
     results["quota"] = namespaces or mounts or _quota.probe_tmpfs()
     ruleset: Landlock | None = None
     try:

@@ -50,6 +50,7 @@ __all__ = [
     "drop_uid",
     "hygiene",
     "ids_from_proc",
+    "seal_ipc_namespace",
     "watch_parent",
 ]
 
@@ -361,6 +362,39 @@ def apply_rlimits(limits: ChildLimits, address_space: int | None = None) -> None
     file_size = min(limits.max_file_bytes, limits.max_out_bytes + 1)
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.max_open_files, limits.max_open_files))
+    # Counted per uid, so for an ordinary user's child the user's (the host's) share: signals
+    # queued (and, set before the child's user namespace is made, that namespace's bound),
+    # and POSIX message queues' bytes.
+    resource.setrlimit(resource.RLIMIT_SIGPENDING, (SIGNALS_QUEUED, SIGNALS_QUEUED))
+    resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))
+
+
+SIGNALS_QUEUED: Final = 64
+"""The most signals a child may have queued (``RLIMIT_SIGPENDING``): its own bound, not its
+uid's whole share."""
+
+IPC_LIMITS: Final = (
+    ("kernel/shmmax", "0"), ("kernel/shmall", "0"), ("kernel/shmmni", "0"),
+    ("kernel/shm_rmid_forced", "1"), ("kernel/msgmni", "0"), ("kernel/msgmnb", "0"),
+    ("kernel/sem", "0 0 0 0"), ("fs/mqueue/queues_max", "0"),
+)  # fmt: skip
+"""The limits of a child's IPC namespace: no SysV segment, queue or semaphore and no POSIX
+queue can be made in it. Their memory is the kernel's, which no rlimit counts."""
+
+
+def seal_ipc_namespace() -> None:
+    """Set :data:`IPC_LIMITS` in the calling process's IPC namespace (a fresh one of its own:
+    they are per namespace), through ``/proc/sys``.
+
+    Raises:
+        OSError: one could not be set.
+    """
+    for name, value in IPC_LIMITS:
+        fd = os.open(f"/proc/sys/{name}", os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.write(fd, value.encode("ascii"))
+        finally:
+            os.close(fd)
 
 
 def drop_uid(child_id: int, *, userns: bool, hand_over_out: bool) -> None:

@@ -85,6 +85,8 @@ _SYSCALLS: Final[dict[str, tuple[int | None, int | None]]] = {
     "fsetxattr": (190, 7), "removexattr": (197, 14), "lremovexattr": (198, 15),
     "fremovexattr": (199, 16), "setxattrat": (463, 463), "removexattrat": (466, 466),
     "inotify_init": (253, None), "inotify_init1": (294, 26), "inotify_add_watch": (254, 27),
+    # anonymous files: their pages, written and never mapped, count against no rlimit
+    "memfd_create": (319, 279), "memfd_secret": (447, 447),
     # identity changes
     "setuid": (105, 146), "setgid": (106, 144), "setreuid": (113, 145),
     "setregid": (114, 143), "setresuid": (117, 147), "setresgid": (119, 149),
@@ -133,16 +135,34 @@ _CLOCK_CALLS: Final = {
     "timer_create": (222, 107),
 }
 _OWN_CPU_CLOCKS: Final = 0xFFFFFFF8  # the clock ids -8 to -1 as unsigned 32-bit words
-# Calls that make the kernel signal a process of the caller's choosing for it, past the
-# signal rules above: SIGIO/SIGURG for a file (fcntl F_SETOWN and F_SETOWN_EX) or a socket
-# (ioctl FIOSETOWN and SIOCSPGRP, on the channel say) go to the owner named there. And
-# F_SETPIPE_SZ, which grows a pipe's buffer from its uid's share of pipe pages: as an
-# ordinary user that share is the user's (the host's channels included), not the child's.
-# Denied for those commands (their second argument); every other fcntl and ioctl is allowed.
-_OWNER_CALLS: Final = {
-    "fcntl": ((72, 25), (8, 15, 1031)),  # F_SETOWN, F_SETOWN_EX, F_SETPIPE_SZ
-    "ioctl": ((16, 29), (0x8901, 0x8902)),  # FIOSETOWN, SIOCSPGRP
-}
+# Calls denied for some of their commands (their second argument); every other fcntl and
+# ioctl is allowed:
+# - those that make the kernel signal a process of the caller's choosing for it, past the
+#   signal rules above: SIGIO/SIGURG for a file (fcntl F_SETOWN, F_SETOWN_EX) or a socket
+#   (ioctl FIOSETOWN, SIOCSPGRP, on the channel say) go to the owner named there;
+# - those acting on a file it may only read (a payload in refs/), which landlock's rights
+#   don't cover and which as an ordinary user it owns: a lease (fcntl F_SETLEASE: the
+#   host's own opens of it would wait for the child), a directory notice (F_NOTIFY), inode
+#   flags, attributes, versions, encryption and verity (FS_IOC_*);
+# - F_SETPIPE_SZ, which grows a pipe's buffer from its uid's share of pipe pages: as an
+#   ordinary user that share is the user's (the host's channels included), not the child's.
+_COMMAND_CALLS: Final = {
+    "fcntl": (
+        (72, 25),
+        (8, 15, 1024, 1026, 1031),  # F_SETOWN, F_SETOWN_EX, F_SETLEASE, F_NOTIFY, F_SETPIPE_SZ
+    ),
+    "ioctl": (
+        (16, 29),
+        (
+            0x8901, 0x8902,  # FIOSETOWN, SIOCSPGRP
+            0x40086602, 0x40046602,  # FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS
+            0x40087602, 0x40047602,  # FS_IOC_SETVERSION, FS_IOC32_SETVERSION
+            0x401C5820,  # FS_IOC_FSSETXATTR
+            0x800C6613, 0xC0506617,  # FS_IOC_SET_ENCRYPTION_POLICY, FS_IOC_ADD_ENCRYPTION_KEY
+            0x40806685,  # FS_IOC_ENABLE_VERITY
+        ),
+    ),
+}  # fmt: skip
 # Allowed whatever their pid: capget (it reads capability sets, and its pid sits in memory a
 # classic filter can't read), wait4 and waitid (only the caller's own children), and
 # set_robust_list (no pid).
@@ -156,8 +176,9 @@ DENIED_SYSCALLS: Final = (
     *(f"{name} (but of pid 0 or the child itself)" for name in _SELF_CALLS),
     *(f"{name} (but of one process, 0 or the child itself)" for name in _WHO_CALLS),
     *(f"{name} (on another process's CPU clock)" for name in _CLOCK_CALLS),
-    "fcntl (F_SETOWN, F_SETOWN_EX, F_SETPIPE_SZ)",
-    "ioctl (FIOSETOWN, SIOCSPGRP)",
+    "fcntl (F_SETOWN, F_SETOWN_EX, F_SETLEASE, F_NOTIFY, F_SETPIPE_SZ)",
+    "ioctl (FIOSETOWN, SIOCSPGRP, and the FS_IOC_ calls that set inode flags, attributes, "
+    "versions, encryption and verity)",
 )
 """What the seccomp filter denies, with the conditions of the calls it denies in part."""
 
@@ -291,7 +312,7 @@ def _assembled(arch: str) -> tuple[tuple[int, int, int, int], ...]:
             _load_arg(0), (_BPF_JGE, 0x80000000, None, "yes"),
             (_BPF_JGE, _OWN_CPU_CLOCKS, "yes", None), deny, "yes", allow,
         )  # fmt: skip
-    for name, (numbers, commands) in _OWNER_CALLS.items():
+    for name, (numbers, commands) in _COMMAND_CALLS.items():
         rule(
             name, numbers[column],
             _load_arg(1), *((_BPF_JEQ, command, "no", None) for command in commands), allow,

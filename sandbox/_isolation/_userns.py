@@ -56,6 +56,7 @@ __all__ = [
     "own_user_namespace",
 ]
 
+_PR_CAPBSET_READ: Final = 23
 _PR_CAPBSET_DROP: Final = 24
 _PR_CAP_AMBIENT: Final = 47
 _PR_CAP_AMBIENT_CLEAR_ALL: Final = 4
@@ -271,13 +272,30 @@ def _last_cap() -> int:
     return int(_read("/proc/sys/kernel/cap_last_cap") or 40)
 
 
-def drop_bounding_set() -> None:
-    """Empty the bounding set (no capability can be gained again, even by ``execve``); needs
-    ``CAP_SETPCAP``, else it is left as it is (and nothing but an ``execve`` of a file with
-    capabilities, which seccomp denies a child, could use it)."""
+def drop_bounding_set() -> bool:
+    """Empty the bounding set (no capability can be gained again, even by ``execve``), where
+    the process holds ``CAP_SETPCAP`` (root, or 0 of a user namespace); return whether it did.
+    A process without it (a root started with a narrowed set) keeps its set as it is, which
+    nothing but an ``execve`` of a file with capabilities, denied to a child, could use.
+
+    Raises:
+        OSError: some were dropped and then one could not be, or one is left after.
+    """
+    dropped = 0
     for cap in range(_last_cap() + 1):
-        if prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != errno.EINVAL:
+        if prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) == 0:
+            dropped += 1
+            continue
+        code = ctypes.get_errno()
+        if code == errno.EINVAL:  # past the kernel's last capability
             break
+        if dropped == 0 and code == errno.EPERM:
+            return False
+        raise OSError(code, f"prctl(PR_CAPBSET_DROP, {cap}): {os.strerror(code)}")
+    left = [cap for cap in range(_last_cap() + 1) if prctl(_PR_CAPBSET_READ, cap, 0, 0, 0) == 1]
+    if left:
+        raise OSError(errno.EPERM, f"capabilities {left} are still in the bounding set")
+    return True
 
 
 def drop_capabilities() -> None:

@@ -29,7 +29,7 @@ from sandbox._isolation._seccomp import (
     _CLOCK_CALLS,
     _CLONE,
     _CLONE3,
-    _OWNER_CALLS,
+    _COMMAND_CALLS,
     _SELF_CALLS,
     _SIGNAL_CALLS,
     _SYSCALLS,
@@ -751,7 +751,7 @@ def seccomp_rules() -> dict[str, tuple[int | None, int | None]]:
     rules = {**_SYSCALLS, "clone": _CLONE, "clone3": _CLONE3, **_SIGNAL_CALLS, **_SELF_CALLS}
     rules |= _CLOCK_CALLS
     rules |= {name: numbers for name, (numbers, _) in _WHO_CALLS.items()}
-    rules |= {name: numbers for name, (numbers, _) in _OWNER_CALLS.items()}
+    rules |= {name: numbers for name, (numbers, _) in _COMMAND_CALLS.items()}
     return rules
 
 

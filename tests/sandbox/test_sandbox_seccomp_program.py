@@ -14,7 +14,7 @@ from sandbox._isolation._seccomp import (
     _CLOCK_CALLS,
     _CLONE,
     _CLONE3,
-    _OWNER_CALLS,
+    _COMMAND_CALLS,
     _SELF_CALLS,
     _SIGNAL_CALLS,
     _SYSCALLS,
@@ -88,7 +88,7 @@ def test_the_filter_says_what_it_is_meant_to(arch: str) -> None:
             assert check(numbers[column], clock) == ALLOW
         for clock in (-9, -(1 << 20)):
             assert check(numbers[column], clock) == EPERM
-    for numbers, commands in _OWNER_CALLS.values():
+    for numbers, commands in _COMMAND_CALLS.values():
         for command in commands:
             assert check(numbers[column], 3, command) == EPERM
         assert check(numbers[column], 3, 1) == ALLOW
@@ -98,7 +98,7 @@ def test_the_filter_says_what_it_is_meant_to(arch: str) -> None:
         *(numbers[column] for numbers in _SELF_CALLS.values()),
         *(numbers[column] for numbers, _ in _WHO_CALLS.values()),
         *(numbers[column] for numbers in _CLOCK_CALLS.values()),
-        *(numbers[column] for numbers, _ in _OWNER_CALLS.values()),
+        *(numbers[column] for numbers, _ in _COMMAND_CALLS.values()),
     }  # fmt: skip
     for nr in range(600):
         if nr not in named and nr not in special:

@@ -1245,16 +1245,11 @@ def cases() -> list[Any]:
             marks = []
             if case.name in USER_CONTROL_UNABLE and mode == "control" and os.geteuid() != 0:
                 marks.append(pytest.mark.skip(reason=USER_CONTROL_UNABLE[case.name]))
-            if case.name in ESCAPES and mode == "language-off":
-                marks.append(pytest.mark.xfail(strict=True, reason=ESCAPES[case.name]))
             params.append(pytest.param(case, mode, "tests", id=name, marks=marks))
             if case.category in OS:
                 marks = []
                 if case.name in USER_CONTROL_UNABLE and mode == "control":
                     marks.append(pytest.mark.skip(reason=USER_CONTROL_UNABLE[case.name]))
-                escapes = USER_ESCAPES.get(case.name) or ESCAPES.get(case.name)
-                if escapes is not None and mode == "language-off":
-                    marks.append(pytest.mark.xfail(strict=True, reason=escapes))
                 params.append(pytest.param(case, mode, "user", id=f"as-user-{name}", marks=marks))
     return params
 
@@ -1271,35 +1266,6 @@ USER_CONTROL_UNABLE: dict[str, str] = {  # also when the tests themselves run as
 }
 """Controls that can't show their attack working unprotected as an ordinary user, and why
 (the table lists them as not run)."""
-
-
-USER_ESCAPES: dict[str, str] = {
-    "inode-flags-on-a-ref": "landlock's rights don't cover inode flags (FS_IOC_SETFLAGS, an "
-    "ioctl on any fd, even read-only) and an ordinary user's child owns its refs/ (the user's "
-    "files): it sets nodump, noatime, sync and the like on them",
-    "lease-on-a-ref": "nor leases (fcntl F_SETLEASE): an ordinary user's child owns its refs/ "
-    "(the user's files), so it leases them, and the host's own opens of them wait for it (up "
-    "to fs.lease-break-time, 45 s, or the run's end)",
-}
-"""Attacks that get through as an ordinary user's child with every layer on: found by a
-white-box review of the user-namespace layers, unfixed. Expected to fail, strictly: once
-fixed, remove the entry."""
-
-
-ESCAPES: dict[str, str] = {
-    "sysv-shared-memory-past-the-memory-limit": "RLIMIT_AS bounds what is mapped, not what a "
-    "child holds: SysV segments of its IPC namespace (no shmall there), filled and detached in "
-    "turn, keep their pages until the child exits (so do memfds, up to RLIMIT_FSIZE each)",
-    "sysv-messages-past-the-memory-limit": "the IPC namespace's limits are the kernel's "
-    "defaults: msgmni queues of msgmnb bytes each, kernel memory no rlimit counts",
-    "memfds-past-the-memory-limit": "RLIMIT_AS bounds what is mapped: a memfd's pages, written "
-    "and never mapped, count against nothing but RLIMIT_FSIZE per file",
-    "queued-signals-from-the-users-share": "RLIMIT_SIGPENDING is left as the host's: a child "
-    "queues as many signals as the host's user may (as an ordinary user, the same share: one "
-    "run leaves the host and other runs none, and their timer_create fails with EAGAIN)",
-}
-"""Attacks that get through with every OS layer on, whoever started the zygote (as
-:data:`USER_ESCAPES`)."""
 
 
 ONE_LAYER: frozenset[str] = frozenset(
