@@ -21,11 +21,10 @@ CONFIGURATIONS = {
     "full": "all layers",
     "language-off": "language off",
     "os-off": "OS layers off",
-    "full@user": "user: all",
     "language-off@user": "user: lang off",
 }
-"""The columns: the zygote started as the tests run, then as an ordinary user (``@user``,
-the OS categories only)."""
+"""The columns: the zygote started as the tests run, then as an ordinary user (``@user``: the
+OS categories with the language layer off, the OS layers' own test)."""
 
 
 def _runs(terminalreporter: pytest.TerminalReporter) -> list[dict[str, Any]]:
