@@ -170,8 +170,9 @@ SHM_LOOKUP = REACH + f"r = libc.shmget({SHM_KEY}, 0, 0o666)\n[r, ctypes.get_errn
 def test_a_runs_sysv_objects_are_gone_for_the_next_run(
     started_as: tuple[str, ZygoteProcess, Path],
 ) -> None:
-    """A SysV shared-memory segment one run leaves (they outlive their process) is not there
-    for the next run; with ``ipcns`` off it is (the attack works unprotected)."""
+    """A SysV shared-memory segment a run tries to leave (they outlive their process) is not
+    there for the next run (none can be made in a child's IPC namespace); with ``ipcns`` off
+    it is (the attack works unprotected)."""
     _, zygote, workspace = started_as
     language_off = {"restricted-python"}
     created = run(zygote, SHM_CREATE + "'made'", workspace, disable=language_off)
