@@ -66,7 +66,14 @@ from mcp.shared.transport_context import TransportContext
 from mcp_types import CONNECTION_CLOSED, METHOD_NOT_FOUND, REQUEST_TIMEOUT
 
 from ._exceptions import ToolServerError
-from ._mcp_stdio import MAX_LINE_BYTES, Streams, server_logger, shown, stdio_transport
+from ._mcp_stdio import (
+    MAX_LINE_BYTES,
+    ProcessWatch,
+    Streams,
+    server_logger,
+    shown,
+    stdio_transport,
+)
 
 __all__ = ["MAX_LINE_BYTES", "McpServer", "ProgressReport", "ToolServerError", "progress_reporter"]
 
@@ -80,6 +87,9 @@ every run's ``start`` message carries stay bounded."""
 TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
 """A tool name as MCP allows it (1 to 128 of ASCII letters, digits, ``_``, ``-`` and ``.``):
 what a script can pass to ``call_tool``. Other names are left out when a server lists them."""
+EXIT_WAIT_S: Final = 2.0
+"""How long a server whose connection closed as it started is given to exit, so its exit
+status and last words can be said."""
 CLOSE_GRACE_S: Final = 2.0
 """How long :meth:`McpServer.aclose` lets cancelled calls tell the server before it stops it."""
 PROGRESS_MESSAGE_CHARS: Final = 200
@@ -137,15 +147,18 @@ class _Connection:
         self._scope = anyio.CancelScope()
         self.alive = False
         self.finished = anyio.Event()
+        self.watch: ProcessWatch | None = None
+        """What a stdio server's process did (for the words of its failure to start)."""
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         """Run the transport until it ends or :meth:`close`; raises only before it started."""
         started = False
+        self.watch = ProcessWatch() if self._server.url is None else None
         with self._scope:
             try:
-                async with self._server._transport() as (read, write):
+                async with self._server._transport(self.watch) as (read, write):
                     dispatcher: JSONRPCDispatcher[TransportContext] = JSONRPCDispatcher(
                         read, write, on_stream_exception=self._stream_exception
                     )
@@ -224,6 +237,12 @@ class _Connection:
         name = self._server.name
         if exc.code == REQUEST_TIMEOUT and elapsed_s >= timeout_s:
             return ToolServerError(f"server {name!r} didn't answer {method} within {timeout_s:g} s")
+        if method == "initialize" and exc.code == METHOD_NOT_FOUND:
+            return ToolServerError(
+                f"server {name!r} doesn't speak MCP: it answered initialize with 'method not "
+                "found', as a command that echoes what it reads does (every MCP server knows "
+                "initialize)"
+            )
         if exc.code == CONNECTION_CLOSED:  # the transport ended (or the SDK's says why)
             self.alive = False  # the next request starts the server again
             why = "" if exc.message == "Connection closed" else f" ({shown(exc.message, 200)})"
@@ -231,6 +250,32 @@ class _Connection:
                 f"server {name!r} exited or closed its connection before it answered {method}{why}"
             )
         return ToolServerError(f"server {name!r} refused {method}: {shown(str(exc.message))}")
+
+    async def start_failure(self, failed: ToolServerError) -> ToolServerError:
+        """``failed`` (the handshake's), in the words of what the server's process did: how it
+        exited, the last of its stderr, whether its stdout was MCP at all."""
+        watch = self.watch
+        if watch is None or "exited or closed its connection" not in str(failed):
+            return failed
+        exited = await watch.wait_ended(EXIT_WAIT_S)
+        if not exited and not watch.not_mcp:
+            return failed
+        name = self._server.name
+        said = f"server {name!r} {watch.exit()} before it answered initialize"
+        if watch.not_mcp:
+            count = watch.not_mcp
+            what = (
+                "line of its stdout wasn't an MCP message"
+                if count == 1
+                else "lines of its stdout weren't MCP messages"
+            )
+            said = (
+                f"server {name!r} doesn't speak MCP: it {watch.exit()} before it answered "
+                f"initialize, and {count} {what}"
+            )
+        if watch.last_words():
+            said += f"; its last stderr lines: {watch.last_words()}"
+        return ToolServerError(said)
 
     async def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
         if self.dispatcher is not None:
@@ -340,7 +385,7 @@ class McpServer:
         server.headers = dict(headers or {})
         return server
 
-    def _transport(self) -> AbstractAsyncContextManager[Streams]:
+    def _transport(self, watch: ProcessWatch | None = None) -> AbstractAsyncContextManager[Streams]:
         if self.url is not None:
             return _http_transport(self.url, self.headers, self.max_line_bytes)
         return stdio_transport(
@@ -350,6 +395,7 @@ class McpServer:
             name=self.name,
             max_line_bytes=self.max_line_bytes,
             errlog=self.errlog,
+            watch=watch,
         )
 
     def on_tools_changed(self, callback: Callable[[McpServer], None]) -> None:
@@ -427,15 +473,18 @@ class McpServer:
             return connection
 
     async def _handshake(self, connection: _Connection) -> None:
-        await connection.request(
-            "initialize",
-            {
-                "protocolVersion": PROTOCOL_VERSION,
-                "capabilities": {},
-                "clientInfo": {"name": "scriptbridge", "version": "0.1"},
-            },
-            self.timeout_s,
-        )
+        try:
+            await connection.request(
+                "initialize",
+                {
+                    "protocolVersion": PROTOCOL_VERSION,
+                    "capabilities": {},
+                    "clientInfo": {"name": "scriptbridge", "version": "0.1"},
+                },
+                self.timeout_s,
+            )
+        except ToolServerError as failed:
+            raise await connection.start_failure(failed) from None
         await connection.notify("notifications/initialized")
         await self._list_tools(connection)
 

@@ -21,17 +21,23 @@ Guarantees:
   own stdout or stderr, unless an ``errlog`` file is given.
 - When stdout ends (the server exited, crashed or closed it) the read stream ends, so every
   request in flight fails at once; a failed write to stdin ends the connection the same way.
+- What the process did is kept in a :class:`ProcessWatch`, when one is given, for the words of
+  a failure: how it exited, the last :data:`STDERR_TAIL_LINES` lines of its stderr (each cut to
+  :data:`STDERR_TAIL_CHARS`), and how many stdout lines weren't MCP messages.
 - When the context exits, however it exits, the server process has been stopped: the messages
   already handed to the transport are written (within :data:`FLUSH_S`), stdin is closed and
-  the server given :data:`EXIT_GRACE_S` to exit (none when its stdout had already ended), then
+  the server given :data:`EXIT_GRACE_S` to exit (:data:`ENDED_GRACE_S` when its stdout had
+  already ended), then
   its process group is sent SIGTERM and, after the SDK's grace, SIGKILL.
 """
 
 from __future__ import annotations
 
 import logging
+import signal
 import subprocess
 import sys
+from collections import deque
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import Final, TextIO
@@ -45,7 +51,14 @@ from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-__all__ = ["MAX_LINE_BYTES", "LineSplitter", "server_logger", "shown", "stdio_transport"]
+__all__ = [
+    "MAX_LINE_BYTES",
+    "LineSplitter",
+    "ProcessWatch",
+    "server_logger",
+    "shown",
+    "stdio_transport",
+]
 
 MAX_LINE_BYTES: Final = 16 * 2**20
 """The default bound on one line a server writes: the channel's frame limit (16 MiB)."""
@@ -53,10 +66,52 @@ STDERR_LINE_BYTES: Final = 64 * 2**10
 """A stderr line longer than this is logged as its length only."""
 STDERR_SHOWN_CHARS: Final = 2000
 EXIT_GRACE_S: Final = 2.0
+ENDED_GRACE_S: Final = 0.2
+"""The grace of a server whose stdout had already ended: most are exiting (a command closes
+its stdout just before), and their own exit status is then what is reported."""
 FLUSH_S: Final = 0.5
 KILL_GRACE_S: Final = 2.0
 REAP_S: Final = 2.0
 READ_CHUNK: Final = 1 << 16
+STDERR_TAIL_LINES: Final = 5
+STDERR_TAIL_CHARS: Final = 300
+
+
+class ProcessWatch:
+    """What a stdio server's process did, for the words of its failure: how it exited, the
+    last lines of its stderr, and how many lines of its stdout weren't MCP messages. Made on
+    the loop that runs the transport."""
+
+    def __init__(self) -> None:
+        self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+        self.not_mcp = 0
+        self.returncode: int | None = None
+        self.ended = anyio.Event()
+        """Set once the process has exited and its stderr was read to its end (or a grace
+        after the exit passed)."""
+
+    async def wait_ended(self, within_s: float) -> bool:
+        """Wait until the process has exited (at most ``within_s``); whether it had."""
+        with anyio.move_on_after(within_s):
+            await self.ended.wait()
+        return self.returncode is not None
+
+    def exit(self) -> str:
+        """How it exited, in words (``exited with status 3``, ``was killed by SIGSEGV``)."""
+        code = self.returncode
+        if code is None:
+            return "closed its stdout"
+        if code >= 0:
+            return f"exited with status {code}"
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+
+    def last_words(self) -> str:
+        """The last lines of its stderr, joined (empty when it said nothing)."""
+        return " | ".join(self.stderr_tail)
+
 
 Streams = TransportStreams
 """The (read, write) pair of message streams every SDK transport yields."""
@@ -143,8 +198,10 @@ async def stdio_transport(
     name: str,
     max_line_bytes: int = MAX_LINE_BYTES,
     errlog: TextIO | None = None,
+    watch: ProcessWatch | None = None,
 ) -> AsyncIterator[Streams]:
-    """Start ``command`` and yield its (read, write) message streams (module doc).
+    """Start ``command`` and yield its (read, write) message streams (module doc); what its
+    process does goes into ``watch``, when given.
 
     Raises ``OSError`` when it can't be started.
     """
@@ -171,6 +228,8 @@ async def stdio_transport(
                     while True:
                         for line in splitter.feed(await process.stdout.receive(READ_CHUNK)):
                             if isinstance(line, int):
+                                if watch is not None:
+                                    watch.not_mcp += 1
                                 log.warning(
                                     "server %r: dropped a line of %d bytes "
                                     "(lines are bounded to %d bytes)",
@@ -181,6 +240,8 @@ async def stdio_transport(
                                 continue
                             parsed = parse_line(line)
                             if isinstance(parsed, str):
+                                if watch is not None:
+                                    watch.not_mcp += 1
                                 log.warning(
                                     "server %r: dropped a line that %s (%d bytes)",
                                     name,
@@ -194,17 +255,32 @@ async def stdio_transport(
         finally:
             stdout_ended.set()
 
+    stderr_ended = anyio.Event()
+
     async def read_stderr() -> None:
         assert process.stderr is not None
         splitter = LineSplitter(STDERR_LINE_BYTES)
-        with suppress(anyio.EndOfStream, anyio.ClosedResourceError, OSError):
-            while True:
-                for line in splitter.feed(await process.stderr.receive(READ_CHUNK)):
-                    if isinstance(line, int):
-                        log.info("server %r stderr: (a line of %d bytes, not shown)", name, line)
-                    else:
-                        text = shown(line.decode("utf-8", "replace").rstrip("\r"))
-                        log.info("server %r stderr: %s", name, text)
+        try:
+            with suppress(anyio.EndOfStream, anyio.ClosedResourceError, OSError):
+                while True:
+                    for line in splitter.feed(await process.stderr.receive(READ_CHUNK)):
+                        if isinstance(line, int):
+                            text = f"(a line of {line} bytes, not shown)"
+                            log.info("server %r stderr: %s", name, text)
+                        else:
+                            text = shown(line.decode("utf-8", "replace").rstrip("\r"))
+                            log.info("server %r stderr: %s", name, text)
+                        if watch is not None:
+                            watch.stderr_tail.append(shown(text, STDERR_TAIL_CHARS))
+        finally:
+            stderr_ended.set()
+
+    async def wait_exit(watch: ProcessWatch) -> None:
+        await process.wait()
+        watch.returncode = process.returncode
+        with anyio.move_on_after(FLUSH_S):  # what it printed as it died is read to its end
+            await stderr_ended.wait()
+        watch.ended.set()
 
     async def write_stdin(cancel: anyio.CancelScope) -> None:
         assert process.stdin is not None
@@ -223,6 +299,10 @@ async def stdio_transport(
         tasks.start_soon(read_stdout)
         if process.stderr is not None:
             tasks.start_soon(read_stderr)
+        else:
+            stderr_ended.set()
+        if watch is not None:
+            tasks.start_soon(wait_exit, watch)
         tasks.start_soon(write_stdin, tasks.cancel_scope)
         try:
             yield read_receive, write_send
@@ -232,7 +312,7 @@ async def stdio_transport(
                 with anyio.move_on_after(FLUSH_S):  # what was handed over still goes out
                     await writer_done.wait()
                 read_receive.close()
-                grace = 0.0 if stdout_ended.is_set() else EXIT_GRACE_S
+                grace = ENDED_GRACE_S if stdout_ended.is_set() else EXIT_GRACE_S
                 await _stop(process, grace)
             tasks.cancel_scope.cancel()
 
