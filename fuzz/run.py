@@ -122,8 +122,8 @@ def run_target(
         )
     text = log.read_text(errors="replace")
     statuses = STATUS.findall(text)
-    runs = re.search(r"stat::number_of_executed_units:\s*(\d+)", text)
-    executions = int(runs.group(1)) if runs else (int(statuses[-1][0]) if statuses else 0)
+    runs = re.findall(r"stat::number_of_executed_units:\s*(\d+)", text)
+    executions = int(runs[-1]) if runs else (int(statuses[-1][0]) if statuses else 0)
     cov, ft, corp = statuses[-1][1:] if statuses else ("?", "?", "?")
     new = sorted(set(out.iterdir()) - before)
     found = [path for path in new if not path.name.startswith("slow-unit-")]
