@@ -66,7 +66,7 @@ from typing import Any, Final, NoReturn
 from RestrictedPython.Guards import guarded_iter_unpack_sequence, guarded_unpack_sequence
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES
 
-from . import _surface
+from . import _hints, _surface
 
 __all__ = [
     "ALLOWED_IMPORTS",
@@ -470,7 +470,18 @@ class ModuleProxy:
         try:
             return self._attributes[name]
         except KeyError:
-            raise AttributeError(f"module {self._name!r} has no attribute {name!r}") from None
+            raise AttributeError(self._missing(name)) from None
+
+    def _missing(self, name: str) -> str:
+        """Why ``name`` isn't here, and what to use instead (:mod:`sandbox._hints`)."""
+        said = f"module {self._name!r} has no attribute {name!r}"
+        hint = _hints.MISSING_ATTRIBUTES.get((self._name, name))
+        if hint is not None:
+            return f"{said}: {hint}"
+        near = _hints.closest(name, self._attributes)
+        if near:
+            return f"{said} (the closest: {', '.join(f'{self._name}.{n}' for n in near)})"
+        return said
 
     def __setattr__(self, name: str, value: Any) -> NoReturn:
         raise TypeError("modules are read-only")

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, NoReturn
 
-from . import _dialect, _files, _guards
+from . import _dialect, _files, _guards, _hints
 from ._blocking_channel import BlockingChannel
 from ._endings import Ending
 from ._values import NotPlainError, cut, exact_list, exact_str, to_plain, well_formed
@@ -123,7 +123,11 @@ class ToolsNamespace:
         if attribute in self._ambiguous:
             names = " or ".join(repr(n) for n in self._ambiguous[attribute])
             raise AttributeError(f"tools.{attribute} is ambiguous: use call_tool({names}, ...)")
-        raise AttributeError(f"no tool is named like {attribute!r}")
+        said = f"no tool is named like {attribute!r}"
+        near = _hints.closest(attribute, [*self._callables, *self._ambiguous])
+        if near:
+            said += f" (the closest: {', '.join(f'tools.{name}' for name in near)})"
+        raise AttributeError(said)
 
     def __setattr__(self, name: str, value: Any) -> NoReturn:
         raise TypeError("tools is read-only")

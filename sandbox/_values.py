@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from . import _hints
 from .protocol import (
     MAX_DATA_DEPTH,
     MAX_DATA_NODES,
@@ -145,8 +146,16 @@ def cut(text: str, limit: int) -> str:
 
 
 def describe(exc: BaseException) -> str:
+    """``exc``'s message, cut to :data:`MESSAGE_CHARS`; for the interpreter's own
+    ``NameError`` of a builtin the sandbox leaves out, with what to use instead
+    (:data:`sandbox._hints.MISSING_NAMES`)."""
     try:
         text = str(exc)
     except BaseException:  # a script's __str__ may raise anything
         text = f"<{type(exc).__name__} with an unprintable message>"
+    if type(exc) is NameError:
+        name = exc.name  # a slot of the exact builtin: no code of the script's runs
+        hint = _hints.MISSING_NAMES.get(name) if type(name) is str else None
+        if hint is not None and text == f"name {name!r} is not defined":
+            text = f"{text}: {hint}"
     return cut(text, MESSAGE_CHARS)

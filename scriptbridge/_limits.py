@@ -7,9 +7,16 @@ and memory, the runtime's own counters), so a child that lies can't outlive them
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Final
+
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Limits"]
+from sandbox.protocol import Ending
+
+if TYPE_CHECKING:
+    from ._results import ScriptError
+
+__all__ = ["LIMIT_FIELDS", "Limits", "name_the_limit"]
 
 
 class Limits(BaseModel):
@@ -52,3 +59,27 @@ class Limits(BaseModel):
     max_fetches: int = Field(default=100, ge=0, le=10**6)
     max_out_bytes: int = Field(default=64 * 2**20, ge=0, le=2**40)
     max_out_files: int = Field(default=1000, ge=0, le=10**6)
+
+
+LIMIT_FIELDS: Final[dict[Ending, str]] = {
+    Ending.WallTimeExceeded: "wall_s",
+    Ending.CpuTimeExceeded: "cpu_s",
+    Ending.MemoryExceeded: "memory_mb",
+    Ending.OutputExceeded: "max_output_bytes",
+    Ending.ToolCallsExceeded: "max_tool_calls",
+    Ending.DiskQuotaExceeded: "max_out_bytes, max_out_files",
+}
+"""The ``Limits`` field behind each ending that a limit causes."""
+
+
+def name_the_limit(error: ScriptError, limits: Limits) -> str:
+    """``error``'s message, stating the limit it passed and the ``Limits`` field that sets it
+    (``the script used more than its 64 MiB of memory (Limits.memory_mb)``); any other
+    error's as it is."""
+    field = LIMIT_FIELDS.get(error.ending)
+    if field is None or "(Limits." in error.message:
+        return error.message
+    message = error.message
+    if error.ending is Ending.MemoryExceeded and "MiB" not in message:
+        message = f"the script used more than its {limits.memory_mb} MiB of memory"
+    return f"{message} (Limits.{field})"

@@ -24,6 +24,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -148,7 +149,7 @@ class RunServices:
         one-line reason). Its marks have landed when this returns."""
         tool = self._tools.get(name)
         if tool is None:
-            return False, f"no tool is named {name!r}"
+            return False, _no_such_tool(name, self._tools.names)
         key = next(self._call_keys)
         shown = self._run.tool_progress
 
@@ -221,3 +222,11 @@ class RunServices:
             log.error("run %s: couldn't link %s: %s", run.id, outcome.path, exc)
             return FetchResult(call_id=call_id, unfetchable=markers.WORKSPACE_FAILED)
         return FetchResult(call_id=call_id, saved_to=saved_to)
+
+
+def _no_such_tool(name: str, offered: list[str]) -> str:
+    """Why a call named no tool, with the closest names offered (at most three)."""
+    near = difflib.get_close_matches(name, offered, n=3, cutoff=0.6)
+    if not near:
+        return f"no tool is named {name!r}"
+    return f"no tool is named {name!r} (the closest: {', '.join(repr(n) for n in near)})"

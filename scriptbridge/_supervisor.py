@@ -62,7 +62,7 @@ from ._fetcher import ReferenceFetcher
 from ._hosting import Host, open_host
 from ._isolation_policy import RequiredIsolation, refuse_or_warn, required_layers
 from ._launcher import REAP_TIMEOUT_S, Child, Launcher, ZygoteLauncher, exit_error
-from ._limits import Limits
+from ._limits import Limits, name_the_limit
 from ._marks_gate import MarksGate
 from ._mcp import McpServer
 from ._reaping import ChildEnding, Reaps, end_child
@@ -523,6 +523,8 @@ def _result(
         quota = f"the script left {passed} in out/, so none of it was kept"
     if quota is not None and (error is None or error.ending is not Ending.Cancelled):
         error = ScriptError(ending=Ending.DiskQuotaExceeded, message=quota)
+    if error is not None:
+        error = error.model_copy(update={"message": name_the_limit(error, limits)})
     return ScriptResult(
         ok=error is None,
         value=None if error is not None else value,

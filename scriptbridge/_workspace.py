@@ -137,16 +137,22 @@ class Workspace:
 
     Raises:
         WorkspacePathError: ``refs`` or ``out`` exists as something other than a directory.
-        OSError: the directories can't be created.
+        OSError: the directories can't be created (the message names the workspace).
     """
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         base = Path(root)
-        base.mkdir(parents=True, exist_ok=True)
-        self.root: Final = base.resolve(strict=True)
+        try:
+            base.mkdir(parents=True, exist_ok=True)
+            self.root: Final = base.resolve(strict=True)
+            for name in (REFS_DIR, OUT_DIR):
+                (self.root / name).mkdir(mode=0o755, exist_ok=True)
+        except OSError as exc:
+            raise OSError(
+                exc.errno, f"couldn't create the workspace {base}: {exc.strerror or exc}"
+            ) from exc
         for name in (REFS_DIR, OUT_DIR):
             path = self.root / name
-            path.mkdir(mode=0o755, exist_ok=True)
             if path.is_symlink() or not path.is_dir():
                 raise WorkspacePathError(f"{path} is not a directory of the workspace")
         self._remove_leftover_partials()
