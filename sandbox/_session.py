@@ -524,24 +524,26 @@ class Session:
             )
 
     def _done(self, value: Any) -> Done:
+        """``done`` with the script's value: plain data as it is; else its ``repr``, cut,
+        with why it isn't sent as it is (``not_plain``)."""
         limit = min(self._limits.max_value_bytes, self._limits.max_message_bytes // 4 - 256)
         try:
             plain = to_plain(value)
-        except NotPlainError:
-            pass
+        except NotPlainError as exc:
+            why = str(exc)
         else:
             done = Done(value=plain)
             try:
                 encode_frame(done, limit=self._limits.max_message_bytes)
             except ProtocolError:
-                pass
+                why = f"more than the {self._limits.max_message_bytes} bytes a message may carry"
             else:
                 return done
         try:
             text = repr(value)
         except BaseException:  # a script's __repr__ may raise anything
             text = f"<{type(value).__name__} object>"
-        return Done(value=cut(text, max(limit, 64)), value_is_repr=True)
+        return Done(value=cut(text, max(limit, 64)), value_is_repr=True, not_plain=cut(why, 200))
 
     def _send_last(self, message: Any) -> None:
         with contextlib.suppress(OSError, ProtocolError):

@@ -91,8 +91,9 @@ def to_plain(
     """Return a plain-data copy of ``value`` (see :data:`sandbox.protocol.PlainData`), made of
     exact builtin types.
 
-    Tuples become lists, ``bytearray`` becomes ``bytes``, subclasses of ``dict``/``list``/
-    ``tuple``/``str``/``bytes``/``int``/``float`` become the base type, each read through the
+    Tuples, sets and frozensets become lists (a set's in its own order), ``bytearray`` becomes
+    ``bytes``, subclasses of ``dict``/``list``/``tuple``/``set``/``frozenset``/``str``/``bytes``/
+    ``int``/``float`` become the base type, each read through the
     base type's own slots and iterators (types are taken from ``type()``, never from a
     ``__class__`` an object claims), so no method of the script's runs; strings are made well
     formed.
@@ -128,6 +129,10 @@ def to_plain(
             return [convert(child, depth + 1) for child in list.__iter__(item)]
         if issubclass(cls, tuple):
             return [convert(child, depth + 1) for child in tuple.__iter__(item)]
+        if issubclass(cls, set):
+            return [convert(child, depth + 1) for child in set.__iter__(item)]
+        if issubclass(cls, frozenset):
+            return [convert(child, depth + 1) for child in frozenset.__iter__(item)]
         if issubclass(cls, dict):
             converted: dict[str, Any] = {}
             for key, child in dict.items(item):

@@ -176,6 +176,7 @@ class Done(_Wire):
     op: ClassVar[str] = "done"
     value: Any
     value_is_repr: bool = False
+    not_plain: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -49,7 +49,7 @@ from ._channel import ChildChannel
 from ._exceptions import ProtocolViolation
 from ._isolation_policy import unmet
 from ._launcher import Child
-from ._results import ScriptError, error_from_child
+from ._results import ScriptError, error_from_child, value_note
 from ._run_services import RunServices
 from ._run_state import RunEnded, RunState
 from ._spares import READY_TIMEOUT_S
@@ -141,10 +141,11 @@ async def converse(
                 await _answer(channel, await services.fetch(call_id, ref_id), call_id)
             case Carry() as carry:
                 run.keep_carry(carry)
-            case Done(value=value):
+            case Done(value=value, not_plain=why):
                 if run.carry_in is not None and run.carry_out is None:
                     raise ProtocolViolation("a session's step was done without its carry")
                 run.ended_cleanly = True
+                run.value_note = None if why is None else value_note(why)
                 return value, None
             case RunError() as failed:
                 run.ended_cleanly = True

@@ -25,7 +25,7 @@ from ._exceptions import (
 )
 from .markers import one_line, well_formed
 
-__all__ = ["ScriptError", "ScriptResult", "error_from_child", "json_safe"]
+__all__ = ["ScriptError", "ScriptResult", "error_from_child", "json_safe", "value_note"]
 
 
 _SCRIPT_ENDINGS: Final = frozenset({Ending.ScriptRejected, Ending.ScriptFailed})
@@ -119,6 +119,10 @@ class ScriptResult(BaseModel):
         dropped: for a step of a session (:meth:`Bridge.session`), the globals that could not
             carry over to its next step (a generator, a lambda, a value past the bound...);
             empty for a lone run and for a step that failed (which carries nothing new).
+        value_note: ``None`` when ``value`` is the script's value as plain data (sets,
+            frozensets and tuples come back as lists); else why it isn't (the value wasn't
+            plain data, naming its type, or was too large to send) and that ``value`` is its
+            ``repr``, with what to return instead. The run is still ``ok``.
 
     A result always serializes to JSON (``model_dump_json``, ``model_dump(mode="json")``):
     every string is made well formed (a lone surrogate, from a file name that isn't UTF-8 say,
@@ -138,6 +142,7 @@ class ScriptResult(BaseModel):
     isolation: list[str] = Field(default_factory=list)
     outputs: list[str] = Field(default_factory=list)
     dropped: list[str] = Field(default_factory=list)
+    value_note: str | None = None
 
     @model_validator(mode="after")
     def _ok_without_error(self) -> Self:
@@ -204,6 +209,19 @@ class ScriptResult(BaseModel):
     @field_serializer("outputs", "isolation", "dropped", when_used="json")
     def _well_formed_list(self, texts: list[str]) -> list[str]:
         return [well_formed(text) for text in texts]
+
+
+def value_note(why: str) -> str:
+    """``ScriptResult.value_note`` for a value the child sent as its repr, for ``why``."""
+    if why.startswith("more than"):
+        return (
+            f"the script's value was too large to send ({why}), so `value` is its repr, cut: "
+            "return less, or write it to out/ (Limits.max_message_bytes)"
+        )
+    return (
+        f"the script's value isn't plain data ({why}), so `value` is its repr: return a dict, "
+        "list, str, int, float, bool, bytes or None (sets and tuples become lists)"
+    )
 
 
 def error_from_child(error: RunError) -> ScriptError:

@@ -51,6 +51,8 @@ class RunState:
     failed_fetches: dict[str, str] = field(default_factory=dict)
     """Reference id -> the reason its fetch failed in this run (answered again, no request)."""
     isolation: list[str] = field(default_factory=list)
+    value_note: str | None = None
+    """Why the script's value came back as its repr (``ScriptResult.value_note``)."""
     required: frozenset[str] = frozenset()
     """The layers its child must report in force before the script is sent
     (``require_isolation``)."""

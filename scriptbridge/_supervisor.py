@@ -535,4 +535,5 @@ def _result(
         duration_s=duration_s,
         isolation=run.isolation,
         outputs=outputs,
+        value_note=run.value_note if error is None else None,
     )

@@ -99,3 +99,31 @@ def test_a_workspace_that_cant_be_made_says_workspace(tmp_path: Path) -> None:
     with pytest.raises(OSError, match="couldn't create the workspace") as refused:
         Bridge(blocker / "ws")
     assert str(blocker / "ws") in str(refused.value) and "Not a directory" in str(refused.value)
+
+
+async def test_sets_and_frozensets_come_back_as_lists(bridge: Bridge) -> None:
+    """A set, a frozenset or a tuple, at the top or nested, comes back as a list: plain data,
+    no note."""
+    result = await bridge.run("{'a': {3, 1, 2}, 'b': frozenset({4}), 'c': (5, 6)}")
+    assert result.ok and result.value_note is None
+    assert sorted(result.value["a"]) == [1, 2, 3]
+    assert result.value["b"] == [4] and result.value["c"] == [5, 6]
+
+
+async def test_a_value_that_isnt_plain_data_is_said_so(bridge: Bridge) -> None:
+    """An object that isn't plain data comes back as its repr, and ``value_note`` says so,
+    naming its type and what to return instead; the run is still ok."""
+    result = await bridge.run("class Foo:\n    pass\nFoo()")
+    assert result.ok
+    assert isinstance(result.value, str) and "Foo object at" in result.value
+    assert result.value_note is not None
+    assert "isn't plain data (a Foo)" in result.value_note
+    assert "dict, list, str, int, float, bool, bytes or None" in result.value_note
+
+
+async def test_a_value_too_large_to_send_is_said_so(bridge: Bridge) -> None:
+    """A value past what a message may carry comes back cut, and ``value_note`` says why."""
+    limits = Limits(wall_s=30, max_message_bytes=2**17)
+    result = await bridge.run("'x' * 300000", limits=limits)
+    assert result.ok and isinstance(result.value, str) and len(result.value) < 2**17
+    assert result.value_note is not None and "Limits.max_message_bytes" in result.value_note

@@ -225,12 +225,14 @@ class Done(_Message):
 
     ``value`` is the value of the script's last expression statement (``None`` if the script
     did not end with one). When that value was not plain data, or too large, ``value`` is its
-    ``repr`` cut to ``max_value_bytes`` characters and ``value_is_repr`` is true.
+    ``repr`` cut to ``max_value_bytes`` characters, ``value_is_repr`` is true and ``not_plain``
+    says why (``a Foo``, ``more than N bytes``).
     """
 
     op: Literal["done"] = "done"
     value: PlainData
     value_is_repr: bool = False
+    not_plain: Annotated[str, Field(max_length=500)] | None = None
 
 
 class RunError(_Message):

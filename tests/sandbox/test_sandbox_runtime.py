@@ -45,12 +45,15 @@ def test_no_final_expression_gives_none(run: Run) -> None:
 
 
 def test_non_plain_value_is_its_cut_repr(run: Run) -> None:
-    """A value that isn't plain data is sent as its repr, cut to max_value_bytes."""
+    """A value that isn't plain data is sent as its repr, cut to max_value_bytes, with why; a
+    set is plain data, as a list."""
     record = run("set(range(3))")
-    assert record.ok and record.value == "{0, 1, 2}"
-    assert record.final is not None and record.final.value_is_repr  # type: ignore[union-attr]
-    record = run("[set()] * 100000", run_limits=RunLimits(max_value_bytes=100))
+    assert record.ok and sorted(record.value) == [0, 1, 2]
+    assert record.final is not None and not record.final.value_is_repr  # type: ignore[union-attr]
+    source = "class Foo:\n    pass\n[Foo()] * 100000"
+    record = run(source, run_limits=RunLimits(max_value_bytes=100))
     assert record.ok and isinstance(record.value, str) and len(record.value) == 100
+    assert record.final.value_is_repr and record.final.not_plain == "a Foo"  # type: ignore[union-attr]
 
 
 def test_big_int_and_surrogates(run: Run) -> None:
@@ -140,7 +143,7 @@ def test_call_tools_raises_first_failure(run: Run) -> None:
 
 def test_tool_arguments_must_be_plain(run: Run) -> None:
     """Non-plain tool arguments raise TypeError before anything is sent."""
-    record = run("call_tool('docs.search', {'x': set()})", tools=TOOLS)
+    record = run("class Foo:\n    pass\ncall_tool('docs.search', {'x': Foo()})", tools=TOOLS)
     assert record.error_type == "TypeError" and record.requests == []
 
 
