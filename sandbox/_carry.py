@@ -14,9 +14,10 @@ script:
   out, and its names are reported dropped unless the step binds them again.
 - :func:`carry_out`, once the script has completed, walks its globals: a name bound by a carried
   or new top-level definition whose value is still callable or a module proxy carries as that
-  definition; any other value that is plain data carries as its value (tuples as lists, copies:
-  two names for one list carry two lists); everything else (a generator, a lambda, an exception,
-  a module proxy in a variable, an API name rebound, ...) is dropped and named. Definitions take
+  definition; any other value that is plain data carries as its value (tuples and sets as
+  lists, copies: two names for one list carry two lists); everything else (a generator, a
+  lambda, an exception, a module proxy in a variable, an API name rebound, ...) is dropped and
+  named. Definitions take
   the bound first, newest kept; then plain values in the order they were bound, each kept while
   the whole fits (:func:`~sandbox.protocol.carry_bytes`, ``CarryIn.max_bytes``).
 
