@@ -501,7 +501,8 @@ class McpServer:
                 try:
                     await self._list_tools(connection)
                 except ToolServerError as exc:
-                    log.warning("server %r: couldn't list its tools again: %s", self.name, exc)
+                    if not self._closed:  # a listing the closing cut short is no failure
+                        log.warning("server %r: couldn't list its tools again: %s", self.name, exc)
                     return
 
     async def _list_tools(self, connection: _Connection) -> None:

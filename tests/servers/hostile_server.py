@@ -13,7 +13,9 @@ with an escape sequence to stderr) and ``addtool`` (adds the tool ``added`` and 
 With ``HOSTILE_TOOLS=odd`` in its environment it also lists tools no script can call (a
 600-character name, spaces, a non-str, an empty name, a duplicate); with ``HOSTILE_TOOLS=many``,
 40,000 more tools. With ``HOSTILE_RECORD=PATH`` it appends every line it receives, as received,
-to PATH (flushed at once), so a test can read what the client wrote.
+to PATH (flushed at once), so a test can read what the client wrote. With
+``HOSTILE_SLOW_RELIST=S``, each ``tools/list`` after ``addtool`` is answered after S seconds
+(while it waits, the server reads nothing more).
 """
 
 from __future__ import annotations
@@ -126,6 +128,8 @@ def main() -> None:
                 }
             )
         elif method == "tools/list":
+            if added and os.environ.get("HOSTILE_SLOW_RELIST"):
+                time.sleep(float(os.environ["HOSTILE_SLOW_RELIST"]))
             names: list[object] = [
                 "echo",
                 "crash",
