@@ -30,6 +30,7 @@ import importlib.util
 import inspect
 import json
 import logging
+import os
 import re
 import shlex
 import sys
@@ -354,7 +355,14 @@ async def _serve(args: argparse.Namespace) -> int:
         if where is None:
             await server.serve_stdio(drain_s=args.drain_s)
         else:
-            await server.serve_http(where[0], where[1], token=where[2], drain_s=args.drain_s)
+            await server.serve_http(
+                where[0],
+                where[1],
+                token=where[2],
+                drain_s=args.drain_s,
+                on_listening=lambda url: print(f"scriptbridge serve: listening on {url}",
+                                               file=sys.stderr, flush=True),
+            )  # fmt: skip
     return 0
 
 
@@ -383,16 +391,44 @@ def _http_address(spec: str, token_file: Path | None) -> tuple[str, int, str | N
     return host, int(port), token
 
 
+PATH_OPTIONS = frozenset({"--workspace", "--token-file", "--tools", "--mcp"})
+"""The options whose paths ``--print-config`` makes absolute: a desktop client starts the
+server from a directory of its own."""
+
+
+def _absolute(option: str, value: str) -> str:
+    """``value`` of ``option`` with its relative paths made absolute (``--mcp``: each word
+    that names a file here; ``--tools``: a ``.py`` path or a file here, not a module name)."""
+    if option in ("--workspace", "--token-file"):
+        return os.path.abspath(value)
+    if option == "--tools":
+        named_a_path = value.endswith(".py") or os.sep in value
+        return os.path.abspath(value) if named_a_path or os.path.exists(value) else value
+    head, sep, rest = value.partition("=")  # --mcp NAME=CMD ARGS
+    if not (sep and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]*", head)):
+        head, sep, rest = "", "", value
+    words = [
+        os.path.abspath(w) if not os.path.isabs(w) and os.path.exists(w) else w
+        for w in shlex.split(rest)
+    ]
+    return f"{head}{sep}{shlex.join(words)}"
+
+
 def _print_config(client: str, argv: Sequence[str] | None, out: TextIO) -> int:
     """The ``mcpServers`` JSON a desktop client (``claude``, ``cursor``) needs to start this
     same ``serve`` command over stdio: this interpreter, and every option but
-    ``--print-config``."""
+    ``--print-config``, its relative paths made absolute (:data:`PATH_OPTIONS`)."""
     given = list(sys.argv[1:] if argv is None else argv)
     kept: list[str] = []
     words = iter(given)
     for word in words:
         if word == "--print-config":
             next(words, None)
+        elif word in PATH_OPTIONS:
+            kept += [word, _absolute(word, next(words, ""))]
+        elif "=" in word and word.split("=", 1)[0] in PATH_OPTIONS:
+            option, value = word.split("=", 1)
+            kept.append(f"{option}={_absolute(option, value)}")
         elif not word.startswith("--print-config="):
             kept.append(word)
     entry: dict[str, Any] = {"command": sys.executable, "args": ["-m", "scriptbridge._cli", *kept]}

@@ -379,12 +379,20 @@ class RunPythonServer:
         await anyio.sleep(ANSWER_GRACE_S)
 
     async def serve_http(
-        self, host: str, port: int, *, token: str | None, drain_s: float = 30.0
+        self,
+        host: str,
+        port: int,
+        *,
+        token: str | None,
+        drain_s: float = 30.0,
+        on_listening: Callable[[str], object] | None = None,
     ) -> None:
         """Serve streamable HTTP at ``/mcp`` on ``host:port`` (under asyncio: uvicorn) until
         SIGINT or SIGTERM, which :meth:`drain` for ``drain_s`` first (a second one stops at
         once); with ``token``, a request without ``Authorization: Bearer <token>`` gets 401
-        and reaches nothing. When this returns, every run it started has ended."""
+        and reaches nothing. ``on_listening`` is called with the endpoint's URL once it
+        listens (the port the kernel chose, for port 0). When this returns, every run it
+        started has ended."""
         app: ASGIApp = self.server.streamable_http_app(
             host=host, max_request_body_size=MAX_LINE_BYTES
         )
@@ -407,9 +415,18 @@ class RunPythonServer:
             await self.drain(drain_s)
             server.should_exit = True
 
+        async def say_where() -> None:
+            while not server.started:
+                await anyio.sleep(0.01)
+            if on_listening is not None:
+                bound = server.servers[0].sockets[0].getsockname() if server.servers else None
+                where = host if ":" not in host else f"[{host}]"
+                on_listening(f"http://{where}:{bound[1] if bound else port}/mcp")
+
         async with anyio.create_task_group() as nursery:
             nursery.start_soon(self.expire_sessions)
             nursery.start_soon(drain_then_stop)
+            nursery.start_soon(say_where)
             await server.serve()
             nursery.cancel_scope.cancel()
 
