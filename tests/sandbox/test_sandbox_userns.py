@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from escapes import REAL_SYS
 from unprivileged import (
     DENY_USER_NAMESPACES,
     NO_USER_NAMESPACES,
@@ -48,15 +49,13 @@ cannot_drop = can_drop_to_user()
 as_user = pytest.mark.skipif(cannot_drop is not None, reason=cannot_drop or "")
 
 # The real os and ctypes from plain Python (the language layer off).
-REACH = """
-for klass in ().__class__.__base__.__subclasses__():
-    if klass.__name__ == "_wrap_close":
-        sysmod = klass.__init__.__globals__["sys"]
-        break
-os = sysmod.modules["os"]
+REACH = (
+    REAL_SYS
+    + """
 ctypes = sysmod.modules["ctypes"]
 libc = ctypes.CDLL(None, use_errno=True)
 """
+)
 
 
 @pytest.fixture(scope="module")
