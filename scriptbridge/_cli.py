@@ -55,6 +55,7 @@ from ._mcp import McpServer
 from ._results import ScriptResult
 from ._run_state import RunProgress
 from ._serve import MAX_SESSIONS, RunPythonServer
+from ._server_retries import ServerRetries
 from ._spares import usable_cpus
 from ._supervisor import Bridge
 from ._tools import python_tool
@@ -304,9 +305,13 @@ def _tools_of(module_name: str) -> list[Callable[..., Any]]:
 
 
 @asynccontextmanager
-async def _open_bridge(args: argparse.Namespace) -> AsyncIterator[Bridge]:
+async def _open_bridge(
+    args: argparse.Namespace, failed: list[tuple[McpServer, str]] | None = None
+) -> AsyncIterator[Bridge]:
     """The bridge the command line describes, open, with its host tools and its servers
-    started; a temporary workspace (without ``--workspace``) is removed when it closes."""
+    started; a temporary workspace (without ``--workspace``) is removed when it closes. A
+    server that can't start raises ``ToolServerError``, or, given ``failed``, goes into it
+    with why and the bridge opens without it."""
     limits = Limits(wall_s=args.timeout) if args.timeout else Limits()
     servers = _servers(args)
     _log_warnings(sys.stderr)
@@ -322,7 +327,7 @@ async def _open_bridge(args: argparse.Namespace) -> AsyncIterator[Bridge]:
             if args.tools:
                 for function in _tools_of(args.tools):
                     bridge.add_tool(python_tool(function))
-            await _add_servers(bridge, servers)
+            await _add_servers(bridge, servers, failed)
             yield bridge
     finally:
         remove_tree(scratch)  # iterative: a script's out/ may be a thousand directories deep
@@ -343,7 +348,10 @@ async def _run(args: argparse.Namespace) -> int:
 async def _serve(args: argparse.Namespace) -> int:
     """``serve``: over stdio under trio, or over HTTP (``--http``) under asyncio."""
     where = _http_address(args.http, args.token_file) if args.http else None
-    async with _open_bridge(args) as bridge:
+    failed: list[tuple[McpServer, str]] = []
+    async with _open_bridge(args, failed) as bridge, anyio.create_task_group() as retrying:
+        retries = ServerRetries(bridge, failed)
+        retrying.start_soon(retries.run)
         server = RunPythonServer(
             bridge,
             max_concurrent=args.max_concurrent,
@@ -351,6 +359,7 @@ async def _serve(args: argparse.Namespace) -> int:
             session_idle_s=args.session_idle,
             max_sessions=args.max_sessions,
             expose_tools=args.expose_tools,
+            unavailable=retries.unavailable,
         )
         if where is None:
             await server.serve_stdio(drain_s=args.drain_s)
@@ -363,6 +372,7 @@ async def _serve(args: argparse.Namespace) -> int:
                 on_listening=lambda url: print(f"scriptbridge serve: listening on {url}",
                                                file=sys.stderr, flush=True),
             )  # fmt: skip
+        retrying.cancel_scope.cancel()
     return 0
 
 
@@ -438,14 +448,24 @@ def _print_config(client: str, argv: Sequence[str] | None, out: TextIO) -> int:
     return 0
 
 
-async def _add_servers(bridge: Bridge, servers: Sequence[McpServer]) -> None:
-    """Start every server at once; raises ``ToolServerError`` saying which couldn't start."""
+async def _add_servers(
+    bridge: Bridge,
+    servers: Sequence[McpServer],
+    keep: list[tuple[McpServer, str]] | None = None,
+) -> None:
+    """Start every server at once; raises ``ToolServerError`` saying which couldn't start,
+    unless ``keep`` is given: each server that couldn't goes into it, with why."""
     failed: list[str] = []
 
     async def add(server: McpServer) -> None:
         try:
             await bridge.add_server(server)
-        except (ToolServerError, ValueError) as exc:
+        except ToolServerError as exc:
+            if keep is None:
+                failed.append(str(exc))
+            else:
+                keep.append((server, str(exc)))
+        except ValueError as exc:  # its name is taken: no try would do better
             failed.append(str(exc))
 
     async with anyio.create_task_group() as nursery:

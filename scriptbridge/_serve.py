@@ -313,6 +313,7 @@ class RunPythonServer:
         session_idle_s: float = 600.0,
         max_sessions: int = MAX_SESSIONS,
         expose_tools: bool = False,
+        unavailable: Mapping[str, str] | None = None,
     ) -> None:
         if max_concurrent < 1 or max_queued < 0 or max_sessions < 1:
             raise ValueError("--max-concurrent and sessions must be at least 1, a queue 0")
@@ -328,6 +329,9 @@ class RunPythonServer:
         self._in_flight = 0
         self._scopes: set[anyio.CancelScope] = set()
         self.expose_tools = expose_tools
+        self.unavailable: Mapping[str, str] = {} if unavailable is None else unavailable
+        """Tool servers that couldn't start, and why (a live view: ``serve`` tries them
+        again), named in ``run_python``'s description."""
         self._labels = itertools.count(1)
         self._log_floor = LOG_LEVELS.index("debug")
         self.server: Server[Any] = Server(
@@ -450,9 +454,13 @@ class RunPythonServer:
     def tool(self) -> types.Tool:
         """``run_python`` as ``tools/list`` shows it, with the bridge's current stubs."""
         stubs = self.bridge.tool_stubs() or "# (no tools are offered)"
+        down = "".join(
+            f"\n# server {name!r} isn't available now (tried again in the background): {why}"
+            for name, why in sorted(self.unavailable.items())
+        )
         return types.Tool(
             name=TOOL_NAME,
-            description=DESCRIPTION + stubs,
+            description=DESCRIPTION + stubs + down,
             input_schema={
                 "type": "object",
                 "properties": {
