@@ -160,6 +160,11 @@ class Session:
         self._channel = channel
         self._limits: RunLimits = start.limits
         self._tool_names = list(start.tools)
+        self._parameters = {
+            name: [p for p in names if type(p) is str]
+            for name, names in dict(start.parameters).items()
+            if type(name) is str and type(names) is list
+        }  # the host's (trusted), read as plain lists of names all the same
         self._inputs = dict(start.inputs)
         self._workspace = os.getcwd()
         self._next_call_id = 1
@@ -380,13 +385,42 @@ class Session:
         return reply.view
 
     def tool_caller(self, name: str) -> Callable[..., Any]:
-        """Return the callable behind ``tools.<name>``."""
+        """Return the callable behind ``tools.<name>``: keywords, or one dict of arguments,
+        or positionals bound to the tool's arguments in its schema's order
+        (:meth:`_bound`)."""
+        attribute = name.replace(".", "_").replace("-", "_")
 
-        def call(args: Any = None, /, **kwargs: Any) -> Any:
-            return self.call_tool(name, args, **kwargs)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if not args:
+                return self.call_tool(name, None, **kwargs)
+            if len(args) == 1 and not kwargs and issubclass(type(args[0]), dict):
+                return self.call_tool(name, args[0])  # a dict is the arguments, as ever
+            return self.call_tool(name, self._bound(attribute, name, args, kwargs))
 
-        call.__name__ = call.__qualname__ = name.replace(".", "_").replace("-", "_")
+        call.__name__ = call.__qualname__ = attribute
         return call
+
+    def _bound(
+        self, attribute: str, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> dict[str, Any]:
+        """``args`` bound to the first of tool ``name``'s arguments, in its schema's order,
+        with ``kwargs``; ``TypeError`` showing the keywords to use when that can't be done
+        (the tool names no arguments, or fewer than were given, or one is given twice)."""
+        parameters = self._parameters.get(name, [])
+        keywords = ", ".join(f"{parameter}=..." for parameter in parameters)
+        if len(args) > len(parameters):
+            takes = f"{len(parameters)} positional" if parameters else "no positional"
+            given = f"{len(args)} {'was' if len(args) == 1 else 'were'} given"
+            raise TypeError(
+                f"tools.{attribute}() takes {takes} arguments but {given}: "
+                f"call it as tools.{attribute}({keywords})"
+            )
+        bound = dict(zip(parameters, args, strict=False))  # args may be fewer
+        for key in kwargs:
+            if key in bound:
+                raise TypeError(f"tools.{attribute}() got multiple values for argument {key!r}")
+        bound.update(kwargs)
+        return bound
 
     def call_tools(self, calls: Any) -> list[Any]:
         """The script's ``call_tools([(name, args), ...])``: views in call order, one request.

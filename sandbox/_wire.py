@@ -222,6 +222,7 @@ class Start(_Wire):
     source: str
     inputs: dict[str, Any] = field(default_factory=dict)
     tools: list[str] = field(default_factory=list)
+    parameters: dict[str, list[str]] = field(default_factory=dict)
     limits: RunLimits = field(default_factory=RunLimits)
     carry: CarryIn | None = None
 
@@ -296,6 +297,7 @@ def _start(body: dict[str, Any]) -> Start:
         source=body["source"],
         inputs=body.get("inputs", {}),
         tools=body.get("tools", []),
+        parameters=body.get("parameters", {}),
         limits=RunLimits() if limits is None else RunLimits(**limits),
         carry=None if carry is None else CarryIn(**carry),
     )

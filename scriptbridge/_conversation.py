@@ -170,13 +170,21 @@ def tool_reply(call_id: int, ok: bool, answer: Any) -> dict[str, Any] | ToolFail
     return ToolFailed(call_id=call_id, message=answer)
 
 
-def start_message(run: RunState, source: str, inputs: dict[str, Any], tools: list[str]) -> Start:
-    """The ``start`` of a run: its script, inputs, tool names and the limits the child keeps."""
+def start_message(
+    run: RunState,
+    source: str,
+    inputs: dict[str, Any],
+    tools: list[str],
+    parameters: dict[str, list[str]] | None = None,
+) -> Start:
+    """The ``start`` of a run: its script, inputs, tool names (and their argument names) and
+    the limits the child keeps."""
     limits = run.limits
     return Start(
         source=source,
         inputs=inputs,
         tools=tools,
+        parameters=parameters or {},
         limits=RunLimits(
             max_output_bytes=limits.max_output_bytes,
             max_tool_calls=limits.max_tool_calls,

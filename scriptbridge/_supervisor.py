@@ -487,7 +487,7 @@ async def _serve(
         bridge.workspace.root,
         call_tool=bridge._live().call_tool,
     )
-    start = start_message(run, source, dict(inputs or {}), table.names)
+    start = start_message(run, source, dict(inputs or {}), table.names, table.parameters())
     return await serve_child(run, child, start, services)
 
 

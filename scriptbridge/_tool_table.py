@@ -14,6 +14,8 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
+from sandbox.protocol import MAX_PARAMETERS
+
 from ._mcp import McpServer
 from ._tool_spec import ToolSpec, listed_spec
 
@@ -113,3 +115,17 @@ class ToolTable:
     def names(self) -> list[str]:
         """The names scripts can call, sorted."""
         return sorted(self._tools)
+
+    def parameters(self) -> dict[str, list[str]]:
+        """Each tool's argument names in its schema's order (``properties``), for binding a
+        script's positionals; a tool with none, or more than ``MAX_PARAMETERS``, or a name
+        past 128 characters, is left out (it takes keywords only)."""
+        found: dict[str, list[str]] = {}
+        for name, tool in self._tools.items():
+            properties = tool.spec().input_schema.get("properties")
+            if not isinstance(properties, dict) or not 0 < len(properties) <= MAX_PARAMETERS:
+                continue
+            names = [key for key in properties if isinstance(key, str) and 0 < len(key) <= 128]
+            if len(names) == len(properties):
+                found[name] = names
+        return found

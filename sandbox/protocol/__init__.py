@@ -65,6 +65,7 @@ from ._names import CARRY_MAX_BYTES as CARRY_MAX_BYTES
 from ._names import CARRY_MAX_DEFINITIONS as CARRY_MAX_DEFINITIONS
 from ._names import CARRY_MAX_NAMES as CARRY_MAX_NAMES
 from ._names import LAYER_NAMES as LAYER_NAMES
+from ._names import MAX_PARAMETERS as MAX_PARAMETERS
 from ._names import PROTOCOL_VERSION as PROTOCOL_VERSION
 from ._names import ChildExit as ChildExit
 from ._names import Layer as Layer
@@ -116,6 +117,7 @@ __all__ = [
     "MAX_DATA_DEPTH",
     "MAX_DATA_NODES",
     "MAX_FRAME",
+    "MAX_PARAMETERS",
     "PROTOCOL_VERSION",
     "CallFailed",
     "CallOk",

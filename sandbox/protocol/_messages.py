@@ -27,6 +27,7 @@ from ._names import (
     CARRY_MAX_DEFINITIONS,
     CARRY_MAX_NAMES,
     LAYER_NAMES,
+    MAX_PARAMETERS,
     PROTOCOL_VERSION,
     Layer,
     carry_bytes,
@@ -73,6 +74,7 @@ PlainData: TypeAlias = Annotated[Any, AfterValidator(check_plain)]
 """Any value that :func:`~sandbox.protocol.check_plain` accepts."""
 
 _Name = Annotated[str, Field(min_length=1, max_length=512)]
+_Parameter = Annotated[str, Field(min_length=1, max_length=128)]
 _CallId = Annotated[int, Field(ge=1, le=2**53)]
 _Count = Annotated[int, Field(ge=0, le=2**53)]
 
@@ -270,7 +272,9 @@ class RunError(_Message):
 class Start(_Message):
     """Host -> child, once, in answer to ``ready``: the script and what it may use.
 
-    ``tools`` lists the tool names the script may call (``tools.<name>`` is derived from it).
+    ``tools`` lists the tool names the script may call (``tools.<name>`` is derived from it);
+    ``parameters`` the names of each one's arguments in its schema's order, where it has some
+    (``tools.<name>(a, b)`` binds positionals to them).
     ``carry`` is set for a step of a session (what its earlier steps left, possibly nothing)
     and ``None`` for a lone run; only a step answers with a :class:`Carry`.
     """
@@ -279,6 +283,9 @@ class Start(_Message):
     source: str
     inputs: dict[str, PlainData] = Field(default_factory=dict)
     tools: list[_Name] = Field(default_factory=list)
+    parameters: dict[_Name, Annotated[list[_Parameter], Field(max_length=MAX_PARAMETERS)]] = (
+        Field(default_factory=dict)
+    )
     limits: RunLimits = Field(default_factory=RunLimits)
     carry: CarryIn | None = None
 

@@ -18,6 +18,7 @@ __all__ = [
     "CARRY_MAX_NAMES",
     "DATAGRAM",
     "LAYER_NAMES",
+    "MAX_PARAMETERS",
     "PROTOCOL_VERSION",
     "ChildExit",
     "Layer",
@@ -43,6 +44,10 @@ Layer: TypeAlias = Literal[
 
 LAYER_NAMES: Final[tuple[Layer, ...]] = get_args(Layer)
 """Every layer, in the order they are listed to users."""
+
+MAX_PARAMETERS: Final = 32
+"""The most argument names of one tool a ``start`` carries (a tool with more takes its
+arguments by keyword only)."""
 
 CARRY_MAX_BYTES: Final = 2**20
 """The most a session step may carry to the next: the msgpack bytes of its plain globals (name
