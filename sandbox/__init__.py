@@ -22,6 +22,7 @@ from .protocol import ChildExit as ChildExit
 from .protocol import ZygoteError as ZygoteError
 
 if typing.TYPE_CHECKING:
+    from ._guards import SCRIPT_IMPORTS as SCRIPT_IMPORTS
     from ._launcher import TO_CHILD_SEND_BUFFER as TO_CHILD_SEND_BUFFER
     from ._launcher import SpawnedChild as SpawnedChild
     from ._launcher import ZygoteClient as ZygoteClient
@@ -31,6 +32,7 @@ if typing.TYPE_CHECKING:
 
 __all__ = [
     "OS_LAYERS",
+    "SCRIPT_IMPORTS",
     "TO_CHILD_SEND_BUFFER",
     "BlockingChannel",
     "ChildExit",
@@ -51,8 +53,9 @@ _LAUNCHER_NAMES = frozenset(
 
 
 def __getattr__(name: str) -> object:
-    """The launcher's names, imported from :mod:`sandbox._launcher` on first use, and
-    ``ChildLimits`` (a model of the protocol's, loaded on first use too)."""
+    """The launcher's names, imported from :mod:`sandbox._launcher` on first use,
+    ``ChildLimits`` (a model of the protocol's, loaded on first use too) and
+    ``SCRIPT_IMPORTS`` (the modules a script may import)."""
     if name in _LAUNCHER_NAMES:
         from . import _launcher
 
@@ -61,10 +64,14 @@ def __getattr__(name: str) -> object:
         from . import protocol
 
         return protocol.ChildLimits
+    if name == "SCRIPT_IMPORTS":  # the language layer's, loaded only when asked for
+        from . import _guards
+
+        return _guards.SCRIPT_IMPORTS
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
     """This module's names, the launcher's and ``ChildLimits`` among them (before they are
     first used, too)."""
-    return sorted(set(globals()) | _LAUNCHER_NAMES | {"ChildLimits"})
+    return sorted(set(globals()) | _LAUNCHER_NAMES | {"ChildLimits", "SCRIPT_IMPORTS"})

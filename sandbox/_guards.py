@@ -504,6 +504,9 @@ ALLOWED_IMPORTS: Final[Mapping[str, tuple[types.ModuleType, tuple[str, ...]]]] =
 """Module name -> (module, the public names its proxy exposes: its row of the audited surface).
 Names missing on this Python version are left out of the proxy."""
 
+SCRIPT_IMPORTS: Final[tuple[str, ...]] = tuple(sorted([*ALLOWED_IMPORTS, "asyncio"]))
+"""Every module a script may import (``asyncio`` being the async dialect's own)."""
+
 _REPLACEMENTS: Final[Mapping[tuple[str, str], Any]] = {
     ("functools", "wraps"): script_wraps,
     ("functools", "total_ordering"): script_total_ordering,

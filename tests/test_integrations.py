@@ -76,3 +76,47 @@ def test_a_smolagents_code_agent_runs_its_steps_in_the_bridge(tmp_path: pathlib.
     assert isinstance(agent.python_executor, BridgeExecutor)  # no code ran in smolagents' own
     assert priced == ["apple", "pear"]
     assert len(seen) == 3
+
+
+def test_a_smolagents_tool_called_positionally_answers(tmp_path: pathlib.Path) -> None:
+    """A CodeAgent whose model calls its tool positionally, as smolagents' prompts teach
+    (``price('apple')``), finishes with the right answer; a step whose tool raises says so
+    with no line number outside the step's own code; its prompt offers the sandbox's imports,
+    not smolagents' own."""
+    smolagents = pytest.importorskip("smolagents", reason="the smolagents extra isn't installed")
+    from scriptbridge.integrations.smolagents import BridgeExecutor, offer_sandbox_imports
+
+    class Price(smolagents.Tool):  # type: ignore[misc]
+        name = "price"
+        description = "The price of an item, in euros."
+        inputs = {"item": {"type": "string", "description": "what to price"}}  # noqa: RUF012
+        output_type = "integer"
+
+        def forward(self, item: str) -> int:
+            if item == "boom":
+                raise ValueError("no such item")
+            return {"apple": 3, "pear": 4}.get(item, 0)
+
+    actions = ["price('boom')", "y = price('apple') + price('pear')\nfinal_answer(y * 2)"]
+    observed: list[str] = []
+
+    class Scripted(smolagents.Model):  # type: ignore[misc]
+        def generate(self, messages: Any, **kwargs: Any) -> Any:
+            observed.append(str(messages[-1]))
+            code = actions[min(len(observed) - 1, len(actions) - 1)]
+            return smolagents.ChatMessage(
+                role="assistant", content=f"Thought: next.\n<code>\n{code}\n</code>"
+            )
+
+    with SyncBridge(tmp_path / "ws") as bridge:
+        agent = offer_sandbox_imports(
+            smolagents.CodeAgent(
+                tools=[Price()], model=Scripted(), executor=BridgeExecutor(bridge), max_steps=4
+            )
+        )
+        answer = agent.run("What do an apple and a pear cost, twice over?")
+    assert answer == 14
+    assert "'queue'" not in agent.system_prompt and "'statistics'" in agent.system_prompt
+    failed_step = observed[1]
+    assert "price failed: no such item" in failed_step
+    assert "(line -" not in failed_step

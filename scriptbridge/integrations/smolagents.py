@@ -8,8 +8,10 @@ steps left. What the agent is given:
 
 - its tools (``send_tools``) become host tools of the bridge (each runs in the host, called
   through the bridge like any tool), and a code action calls them as smolagents teaches, as
-  plain functions (``web_search(query=...)``): each step starts with a short preamble defining
-  those names over ``tools.<name>(...)``; a call gives the tool's structured result, or its text;
+  plain functions, by keyword or positionally (``web_search(query=...)``, ``web_search(...)``,
+  bound to its ``inputs`` in their order): each step starts with a short preamble defining
+  those names over ``tools.<name>(...)``; a call gives the tool's structured result, or its
+  text; an error's line is the action's own (none when it is in the preamble);
 - ``final_answer(value)`` (a plain-data value) ends the step with the agent's final answer;
 - ``send_variables`` values (plain data) are globals of the next step.
 
@@ -22,24 +24,34 @@ model. No code action runs outside the bridge.
 from __future__ import annotations
 
 import keyword
-from typing import Any
+from dataclasses import replace
+from typing import Any, ClassVar
 
 from smolagents.local_python_executor import CodeOutput, PythonExecutor
 from smolagents.tools import Tool
+
+from sandbox import SCRIPT_IMPORTS
 
 from .._exceptions import ToolServerError
 from .._sessions import SyncBridgeSession
 from .._sync import SyncBridge
 from .._tools import python_tool
 
-__all__ = ["BridgeExecutor"]
+__all__ = ["BridgeExecutor", "offer_sandbox_imports"]
 
 FINAL_ANSWER_TOOL = "smolagents.final_answer"
 _FINAL_ANSWER_NOTE = "final answer given"
 
 
 class BridgeExecutor(PythonExecutor):
-    """Runs a ``CodeAgent``'s code actions through one session of ``bridge`` (module doc)."""
+    """Runs a ``CodeAgent``'s code actions through one session of ``bridge`` (module doc).
+
+    ``authorized_imports`` are the modules a code action may import here; give them to the
+    agent (:func:`offer_sandbox_imports`) so its prompt offers those, not smolagents' own list
+    (``queue``, ``stat``, ``unicodedata``, ... which the sandbox refuses).
+    """
+
+    authorized_imports: ClassVar[tuple[str, ...]] = tuple(SCRIPT_IMPORTS)
 
     def __init__(self, bridge: SyncBridge) -> None:
         self._bridge = bridge
@@ -61,7 +73,8 @@ class BridgeExecutor(PythonExecutor):
             if name == "final_answer" or not name.isidentifier() or keyword.iskeyword(name):
                 continue
             if name not in self._bridge.tool_names:
-                self._bridge.add_tool(python_tool(_calling(tool), name=name))
+                host_tool = python_tool(_calling(tool), name=name)
+                self._bridge.add_tool(replace(host_tool, input_schema=_schema(tool)))
             if name not in self._tool_names:
                 self._tool_names.append(name)
 
@@ -78,11 +91,20 @@ class BridgeExecutor(PythonExecutor):
             return CodeOutput(output=self._answers[-1], logs=result.stdout, is_final_answer=True)
         if result.error is not None:
             line = result.error.line
-            where = f" (line {line - preamble.count(chr(10))})" if line else ""
+            own = line - preamble.count("\n") if line else 0  # the action's own lines
+            where = f" (line {own})" if own > 0 else ""
             raise RuntimeError(
                 f"{result.error.type}: {result.error.message}{where}\n{result.stdout}".strip()
             )
         return CodeOutput(output=result.value, logs=result.stdout, is_final_answer=False)
+
+
+def offer_sandbox_imports(agent: Any) -> Any:
+    """Make ``agent`` (a ``CodeAgent``) offer its model the modules the sandbox lets a code
+    action import (``BridgeExecutor.authorized_imports``), in place of smolagents' own list;
+    returns the agent."""
+    agent.authorized_imports = list(BridgeExecutor.authorized_imports)
+    return agent
 
 
 def _calling(tool: Tool) -> Any:
@@ -100,6 +122,25 @@ def _calling(tool: Tool) -> Any:
     return call
 
 
+JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "array", "object", "null"})
+
+
+def _schema(tool: Tool) -> dict[str, Any]:
+    """The input schema of the smolagents ``tool``, from its ``inputs`` in their order: the
+    bridge binds a code action's positionals to them (``price('apple')``), as smolagents'
+    own executor does."""
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for name, spec in tool.inputs.items():
+        described: dict[str, Any] = {"description": str(spec.get("description", ""))}
+        if spec.get("type") in JSON_TYPES:
+            described["type"] = spec["type"]
+        properties[name] = described
+        if not spec.get("nullable"):
+            required.append(name)
+    return {"type": "object", "properties": properties, "required": required}
+
+
 def _preamble(names: list[str]) -> str:
     """Each tool as a plain function of the step's globals, and ``final_answer``."""
     lines = [
@@ -109,8 +150,8 @@ def _preamble(names: list[str]) -> str:
     ]
     for name in names:
         lines += [
-            f"def {name}(**arguments):",
-            f"    result = call_tool({name!r}, arguments)",
+            f"def {name}(*args, **arguments):",
+            f"    result = tools.{name}(*args, **arguments)",
             "    if result['data'] is not None:",
             "        return result['data']",
             "    return ''.join(b.get('text', '') for b in result['content'])",
