@@ -120,3 +120,36 @@ def test_a_smolagents_tool_called_positionally_answers(tmp_path: pathlib.Path) -
     failed_step = observed[1]
     assert "price failed: no such item" in failed_step
     assert "(line -" not in failed_step
+
+
+def test_a_langgraph_codeact_agent_calls_its_tools_as_its_prompt_teaches(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A real LangGraph CodeAct agent (its model a scripted one) whose code calls
+    ``price(item="apple")``, as create_codeact's prompt teaches, gets the price: the tools
+    given to create_codeact are callable by name in the sandbox, returning what they return;
+    a failing tool is said, with no line outside the step's own code."""
+    codeact = pytest.importorskip("langgraph_codeact", reason="the langgraph extra isn't installed")
+    fake = pytest.importorskip("langchain_core.language_models.fake_chat_models")
+
+    calls: list[str] = []
+
+    def price(item: str) -> int:
+        """The price of an item, in euros."""
+        calls.append(item)
+        return {"apple": 3, "pear": 4}[item]
+
+    replies = [
+        "```python\nprice(item='fig')\n```",
+        "```python\ntotal = price(item='apple') + price('pear')\nprint('total', total)\n```",
+        "The two cost 7 euros.",
+    ]
+    model = fake.FakeListChatModel(responses=replies)
+    with SyncBridge(tmp_path / "ws") as bridge:
+        agent = codeact.create_codeact(model, [price], eval_fn(bridge)).compile()
+        state = agent.invoke({"messages": [{"role": "user", "content": "apple and pear?"}]})
+    said = [str(message.content) for message in state["messages"]]
+    assert said[2].startswith("ToolError: KeyError: 'fig'") and "(line -" not in said[2], said
+    assert "total 7" in said[4], said
+    assert state["context"]["total"] == 7
+    assert calls == ["fig", "apple", "pear"]
