@@ -123,6 +123,13 @@ def _parser() -> argparse.ArgumentParser:
         help="with --http: every request must carry Authorization: Bearer <F's first line>",
     )
     serve.add_argument(
+        "--result-detail",
+        choices=["model", "full"],
+        default="model",
+        help="what run_python's structuredContent holds: what a model needs (model, the "
+        "default), or every field of the result, isolation and timings too (full)",
+    )
+    serve.add_argument(
         "--expose-tools",
         action="store_true",
         help="also offer the tools themselves beside run_python (their results as a model sees "
@@ -360,6 +367,7 @@ async def _serve(args: argparse.Namespace) -> int:
             max_sessions=args.max_sessions,
             expose_tools=args.expose_tools,
             unavailable=retries.unavailable,
+            result_detail=args.result_detail,
         )
         if where is None:
             await server.serve_stdio(drain_s=args.drain_s)

@@ -314,6 +314,7 @@ class RunPythonServer:
         max_sessions: int = MAX_SESSIONS,
         expose_tools: bool = False,
         unavailable: Mapping[str, str] | None = None,
+        result_detail: str = "model",
     ) -> None:
         if max_concurrent < 1 or max_queued < 0 or max_sessions < 1:
             raise ValueError("--max-concurrent and sessions must be at least 1, a queue 0")
@@ -329,6 +330,10 @@ class RunPythonServer:
         self._in_flight = 0
         self._scopes: set[anyio.CancelScope] = set()
         self.expose_tools = expose_tools
+        if result_detail not in ("model", "full"):
+            raise ValueError(f"--result-detail is model or full, not {result_detail!r}")
+        self.result_detail = result_detail
+        """What ``structuredContent`` holds: ``model`` (:data:`MODEL_FIELDS`) or ``full``."""
         self.unavailable: Mapping[str, str] = {} if unavailable is None else unavailable
         """Tool servers that couldn't start, and why (a live view: ``serve`` tries them
         again), named in ``run_python``'s description."""
@@ -632,7 +637,7 @@ class RunPythonServer:
                 sending.cancel_scope.cancel()
         finally:
             release()
-        return _answer(result)
+        return _answer(result, self.result_detail)
 
     async def _send_printed(self, ctx: ServerRequestContext[Any], printed: _Printed) -> None:
         """Send on what the script prints as ``notifications/message`` (module doc), until
@@ -779,8 +784,16 @@ def _short_repr(value: Any) -> str:
     return shown[:VALUE_MAX_CHARS] + " ... (cut; all of it is in structuredContent.value)"
 
 
-def _answer(result: ScriptResult) -> types.CallToolResult:
-    """``result`` as a ``tools/call`` result: text, ``structuredContent``, ``isError``."""
+MODEL_FIELDS: Final = frozenset(
+    {"ok", "value", "stdout", "error", "outputs", "dropped", "value_note"}
+)
+"""What ``structuredContent`` holds by default (``result_detail="model"``): what a model needs
+of a run. ``"full"`` gives every field of the ``ScriptResult`` (isolation, timings, counts)."""
+
+
+def _answer(result: ScriptResult, detail: str = "model") -> types.CallToolResult:
+    """``result`` as a ``tools/call`` result: text, ``structuredContent`` (:data:`MODEL_FIELDS`,
+    or every field for ``detail="full"``), ``isError``."""
     lines: list[str] = []
     if result.stdout:
         printed = result.stdout[:PRINTED_MAX_CHARS]
@@ -795,6 +808,8 @@ def _answer(result: ScriptResult) -> types.CallToolResult:
     lines += [f"wrote: out/{output}" for output in result.outputs]
     return types.CallToolResult(
         content=[types.TextContent(type="text", text="\n".join(lines))],
-        structured_content=result.model_dump(mode="json"),
+        structured_content=result.model_dump(
+            mode="json", include=None if detail == "full" else set(MODEL_FIELDS)
+        ),
         is_error=not result.ok,
     )
