@@ -149,9 +149,9 @@ def wait_open() -> dict:
     return {{"open": True}}
 """
 
-HELD = "opened = tools.is_open()['data']['open']\nprint('started')\ntools.wait_open()\nopened"
-"""A script held until the test opens the gate; its value: whether the gate was open when it
-started (it printed ``started`` then)."""
+HELD = "opened = tools.is_open()['data']['open']\nprint('started-{n}')\ntools.wait_open()\nopened"
+"""A script (``{n}`` its number) held until the test opens the gate; its value: whether the
+gate was open when it started (it printed ``started-{n}`` then)."""
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
@@ -169,8 +169,8 @@ async def test_cancel_kills_a_run_and_concurrency_is_bounded(
     async def on_log(params: Any) -> None:
         logged.append(str(params.data))
 
-    def started() -> int:
-        return "".join(logged).count("started")
+    def started(*numbers: int) -> bool:
+        return all(f"started-{n}" in "".join(logged) for n in numbers)
 
     args = ["--workspace", str(tmp_path / "ws"), "--tools", str(tools), "--timeout", "120"]
     async with serving(
@@ -189,12 +189,13 @@ async def test_cancel_kills_a_run_and_concurrency_is_bounded(
 
         async with trio.open_nursery() as nursery:
             for n in range(4):
-                nursery.start_soon(call, n, HELD)
+                nursery.start_soon(call, n, HELD.format(n=n))
             with trio.fail_after(30):
-                while not results or started() < 2:
+                while not results or "".join(logged).count("started-") < 2:
                     await trio.sleep(0.01)
             (refused,) = results.values()  # answered while the gate is shut: at once
             assert refused.is_error and "busy" in text_of(refused), text_of(refused)
+            assert "".join(logged).count("started-") == 2, logged
             gate.touch()
         values = [r.structured_content["value"] for r in results.values() if not r.is_error]
         assert sorted(values) == [False, False, True], [text_of(r) for r in results.values()]
@@ -217,13 +218,13 @@ async def test_cancel_kills_a_run_and_concurrency_is_bounded(
         # its slot is free again (the run ended, its child reaped): two held runs go at once
         # (were it still running, one would wait in the queue until its wall time of 120 s)
         async with trio.open_nursery() as nursery:
-            for n in (3, 4):
-                nursery.start_soon(call, n, HELD)
+            for n in (13, 14):
+                nursery.start_soon(call, n, HELD.format(n=n))
             with trio.fail_after(30):
-                while started() < 3 + 2:
+                while not started(13, 14):
                     await trio.sleep(0.01)
             gate.touch()
-        assert all(results[n].structured_content["value"] is False for n in (3, 4)), results
+        assert all(results[n].structured_content["value"] is False for n in (13, 14)), results
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
