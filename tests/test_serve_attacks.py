@@ -166,7 +166,10 @@ async def test_one_client_cannot_keep_another_clients_run_past_its_wall_time(
             inner.start_soon(attack)
     result = outcome["result"]
     ending = "ok" if result.get("ok") else (result.get("error") or {}).get("type")
-    assert (ending, result.get("value")) in {("ok", "payload"), ("WallTimeExceeded", None)}, result
+    # Its download's own ending, its wall time's, or its reference gone from the host (the
+    # flood's records can push it out of the registry): each ends it at once.
+    endings = {("ok", "payload"), ("WallTimeExceeded", None), ("Unfetchable", None)}
+    assert (ending, result.get("value")) in endings, result
     assert answered == ["victim"], (
         f"a run with a 3 s wall time was answered after {outcome['seconds']:.1f} s, once the "
         "hostile client stopped starting runs"
