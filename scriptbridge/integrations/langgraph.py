@@ -24,6 +24,7 @@ from typing import Any
 
 from .._sync import SyncBridge
 from .._tools import python_tool
+from ._functions import tool_functions
 
 __all__ = ["eval_fn"]
 
@@ -69,13 +70,5 @@ def _plain_name(name: str) -> bool:
 
 def _preamble(names: list[str]) -> str:
     """Each tool as a plain function of the step, returning what the tool returned."""
-    lines: list[str] = []
-    for name in names:
-        lines += [
-            f"def {name}(*args, **arguments):",
-            f"    result = tools.{name}(*args, **arguments)",
-            "    if result['data'] is not None:",
-            "        return result['data']",
-            "    return ''.join(b.get('text', '') for b in result['content'])",
-        ]
+    lines = tool_functions(names)
     return "\n".join(lines) + ("\n" if lines else "")

@@ -36,6 +36,7 @@ from .._exceptions import ToolServerError
 from .._sessions import SyncBridgeSession
 from .._sync import SyncBridge
 from .._tools import python_tool
+from ._functions import tool_functions
 
 __all__ = ["BridgeExecutor", "offer_sandbox_imports"]
 
@@ -148,12 +149,4 @@ def _preamble(names: list[str]) -> str:
         f"    call_tool({FINAL_ANSWER_TOOL!r}, {{'answer': answer}})",
         f"    raise ToolError({_FINAL_ANSWER_NOTE!r})",
     ]
-    for name in names:
-        lines += [
-            f"def {name}(*args, **arguments):",
-            f"    result = tools.{name}(*args, **arguments)",
-            "    if result['data'] is not None:",
-            "        return result['data']",
-            "    return ''.join(b.get('text', '') for b in result['content'])",
-        ]
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *tool_functions(names)]) + "\n"
