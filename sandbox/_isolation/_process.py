@@ -116,6 +116,7 @@ class ChildIds:
         self._next = start % slots
         self._held: set[int] = set()
         self._blocks: dict[int, int] = {}  # block number -> fd of its held lock file
+        self._owned: list[int] = []  # the slots of those blocks, sorted
         self._order = list(range(-(-slots // ID_BLOCK)))
         random.shuffle(self._order)
 
@@ -128,11 +129,11 @@ class ChildIds:
         """
         if not self._shared:
             return CHILD_ID_BASE + self._take_from(range(self._slots))
-        owned = sorted(slot for block in self._blocks for slot in self._block_slots(block))
         try:
-            return CHILD_ID_BASE + self._take_from(owned)
+            return CHILD_ID_BASE + self._take_from(self._owned)
         except LookupError:
             block = self._reserve_block()
+            self._owned = sorted([*self._owned, *self._block_slots(block)])
             return CHILD_ID_BASE + self._take_from(self._block_slots(block))
 
     def _block_slots(self, block: int) -> range:
@@ -175,12 +176,6 @@ class ChildIds:
     def release(self, child_id: int) -> None:
         """Free ``child_id`` (its child was reaped); a no-op for an id not held."""
         self._held.discard(child_id - CHILD_ID_BASE)
-
-    def close(self) -> None:
-        """Give the reserved blocks back (the zygote's exit does the same)."""
-        for lock in self._blocks.values():
-            os.close(lock)
-        self._blocks.clear()
 
 
 def _lock_dir(candidates: Sequence[str]) -> int:

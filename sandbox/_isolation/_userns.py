@@ -268,8 +268,8 @@ def own_user_namespace(child_id: int) -> None:
     drop_capabilities()
 
 
-def _last_cap() -> int:
-    return int(_read("/proc/sys/kernel/cap_last_cap") or 40)
+_LAST_CAP: Final = int(_read("/proc/sys/kernel/cap_last_cap") or 40)
+"""The kernel's last capability, read once (in the zygote, before any child is forked)."""
 
 
 def drop_bounding_set() -> bool:
@@ -282,7 +282,7 @@ def drop_bounding_set() -> bool:
         OSError: some were dropped and then one could not be, or one is left after.
     """
     dropped = 0
-    for cap in range(_last_cap() + 1):
+    for cap in range(_LAST_CAP + 1):
         if prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) == 0:
             dropped += 1
             continue
@@ -292,7 +292,7 @@ def drop_bounding_set() -> bool:
         if dropped == 0 and code == errno.EPERM:
             return False
         raise OSError(code, f"prctl(PR_CAPBSET_DROP, {cap}): {os.strerror(code)}")
-    left = [cap for cap in range(_last_cap() + 1) if prctl(_PR_CAPBSET_READ, cap, 0, 0, 0) == 1]
+    left = [cap for cap in range(_LAST_CAP + 1) if prctl(_PR_CAPBSET_READ, cap, 0, 0, 0) == 1]
     if left:
         raise OSError(errno.EPERM, f"capabilities {left} are still in the bounding set")
     return True
