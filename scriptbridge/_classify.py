@@ -36,6 +36,7 @@ from typing import Any, Final, Literal
 
 from . import markers
 from ._blocks import BLOCK_TYPES
+from ._plain import INT_MAX
 
 MediaKind = Literal["image", "audio"]
 
@@ -190,9 +191,12 @@ def _media_type(value: object) -> str | None:
 
 
 def _size(value: object) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    return None
+    """A size as an exact ``int`` the channel carries (0 to 2**64 - 1), else ``None``; an
+    ``int`` subclass is read with ``int.__int__``, none of its own methods called."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    exact = value if type(value) is int else int.__int__(value)
+    return exact if 0 <= exact <= INT_MAX else None
 
 
 def classify_block(block: object) -> Classification:

@@ -7,6 +7,7 @@ from typing import Any
 
 import mcp.types as mcp_types
 import pytest
+from sandbox.protocol import check_plain
 from tool_results import link
 
 from scriptbridge import (
@@ -583,3 +584,22 @@ def test_content_is_read_through_the_list_type_not_its_subclass(reg: ReferenceRe
     blocks = _LyingList([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}])
     view = render_script_view({"content": blocks}, reg)
     assert [block["text"] for block in view["content"]] == ["a", "b"]
+
+
+@pytest.mark.parametrize("ingest", [True, False])
+def test_a_reference_size_shows_as_an_exact_int_the_channel_carries(
+    reg: ReferenceRegistry, ingest: bool
+) -> None:
+    """A size given as an int subclass shows as an exact int; one past 64 bits shows as no
+    size (the channel to a script can't carry it). Found by the render fuzz target."""
+    import enum
+
+    class Size(enum.IntEnum):
+        TWELVE = 12
+
+    view = view_of(reg, link("https://x/sized", size=Size.TWELVE), ingest=ingest)
+    shown = view["content"][0]
+    assert shown["size"] == 12 and type(shown["size"]) is int
+    check_plain(view)
+    huge = view_of(reg, link("https://x/huge", size=2**70), ingest=ingest)["content"][0]
+    assert huge["size"] is None
