@@ -29,7 +29,8 @@ import trio
 import trustme
 
 from scriptbridge._httpget import http_get
-from scriptbridge._netpolicy import NetworkPolicy, PolicyBackend
+from scriptbridge._netpolicy import NetworkPolicy
+from scriptbridge._policy_backend import PolicyBackend
 
 MIB = 1 << 20
 

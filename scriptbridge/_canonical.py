@@ -26,9 +26,10 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["canonical_key"]
 
@@ -67,14 +68,15 @@ def _full_key(uri: str) -> str:
     lowered = scheme.lower()
     if lowered not in _DEFAULT_PORTS:
         return f"{lowered}:{rest}"
+    import httpx  # the full route only: a canonical uri (most of them) never loads httpx
+
     try:
-        return _http_key(uri)
+        return _http_key(httpx.URL(uri))
     except (ValueError, TypeError, UnicodeError, httpx.InvalidURL):
         return f"unparsable:{uri}"
 
 
-def _http_key(uri: str) -> str:
-    url = httpx.URL(uri)
+def _http_key(url: httpx.URL) -> str:
     host = _canonical_host(url.raw_host.decode("ascii"))
     if not host:
         raise ValueError("no host")

@@ -54,7 +54,6 @@ from ._limits import Limits
 from ._mcp import McpServer
 from ._results import ScriptResult
 from ._run_state import RunProgress
-from ._serve import MAX_SESSIONS, RunPythonServer
 from ._server_retries import ServerRetries
 from ._spares import usable_cpus
 from ._supervisor import Bridge
@@ -64,6 +63,9 @@ from ._workspace import remove_tree
 __all__ = ["main"]
 
 PROGRESS_AFTER_S = 1.0
+SERVE_MAX_SESSIONS = 256
+"""``serve --max-sessions``'s default, said in its help: ``_serve.MAX_SESSIONS`` (this module
+imports ``_serve``, and with it the ``mcp`` SDK's server, only when ``serve`` runs)."""
 LAUNCHERS = frozenset({"node", "npx", "uvx", "uv", "python", "python3", "deno", "bun", "pipx"})
 NOT_NAME = re.compile(r"[^A-Za-z0-9_\-]+")
 
@@ -93,9 +95,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--max-sessions",
         type=int,
-        default=MAX_SESSIONS,
+        default=None,
         metavar="N",
-        help=f"session_ids kept at once ({MAX_SESSIONS})",
+        help=f"session_ids kept at once ({SERVE_MAX_SESSIONS})",
     )
     serve.add_argument(
         "--session-idle",
@@ -354,6 +356,8 @@ async def _run(args: argparse.Namespace) -> int:
 
 async def _serve(args: argparse.Namespace) -> int:
     """``serve``: over stdio under trio, or over HTTP (``--http``) under asyncio."""
+    from ._serve import MAX_SESSIONS, RunPythonServer
+
     where = _http_address(args.http, args.token_file) if args.http else None
     failed: list[tuple[McpServer, str]] = []
     async with _open_bridge(args, failed) as bridge, anyio.create_task_group() as retrying:
@@ -364,7 +368,7 @@ async def _serve(args: argparse.Namespace) -> int:
             max_concurrent=args.max_concurrent,
             max_queued=args.max_queued,
             session_idle_s=args.session_idle,
-            max_sessions=args.max_sessions,
+            max_sessions=MAX_SESSIONS if args.max_sessions is None else args.max_sessions,
             expose_tools=args.expose_tools,
             unavailable=retries.unavailable,
             result_detail=args.result_detail,

@@ -62,17 +62,19 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
-import httpx
 import trio
 
 from . import markers
-from ._exceptions import FetchError
-from ._httpget import HttpResponse, http_get
-from ._netpolicy import AddressRefused, NetworkPolicy, PolicyBackend
+from ._exceptions import AddressRefused, FetchError
+from ._netpolicy import NetworkPolicy
 from ._registry import ReferenceRecord, ReferenceRegistry
 from ._workspace import PartialFile, Workspace, WorkspacePathError
+
+if TYPE_CHECKING:
+    from ._httpget import HttpResponse
+    from ._policy_backend import PolicyBackend
 
 __all__ = [
     "EAGER_CONCURRENCY",
@@ -230,7 +232,9 @@ class ReferenceFetcher:
         self.max_bytes: Final = max_bytes
         self.eager_max_bytes: Final = eager_max_bytes
         self._policy = NetworkPolicy(allow)
-        self._backend = PolicyBackend(self._policy)  # stateless: one serves every flight
+        self._backend: PolicyBackend | None = None
+        """Made at the first HTTP fetch (with httpx, which nothing else here needs); stateless:
+        one serves every flight."""
         self._servers: Mapping[str, ResourceReader] = servers if servers is not None else {}
         self._settled = settled
         self._flights: dict[str, _Flight] = {}
@@ -429,6 +433,13 @@ class ReferenceFetcher:
         return await self._read_from_server(record, flight)
 
     async def _download_http(self, record: ReferenceRecord, flight: _Flight) -> FetchOutcome:
+        import httpx
+
+        from ._httpget import http_get
+        from ._policy_backend import PolicyBackend
+
+        if self._backend is None:
+            self._backend = PolicyBackend(self._policy)
         try:
             url = httpx.URL(record.uri)
         except (httpx.InvalidURL, TypeError, ValueError):

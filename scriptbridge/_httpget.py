@@ -1,6 +1,6 @@
 """One HTTP/1.1 ``GET`` under the network policy, its body read straight off the connection.
 
-:func:`http_get` connects through :class:`~._netpolicy.PolicyBackend` (every address is checked
+:func:`http_get` connects through :class:`~._policy_backend.PolicyBackend` (every address is checked
 before it is connected to), speaks TLS for ``https`` (certificates and host names verified
 against certifi's roots, as httpx does by default, ALPN ``http/1.1``), sends one ``GET`` with
 ``Connection: close`` and ``Accept-Encoding: identity``, and gives the response once its head
@@ -42,7 +42,7 @@ import httpx
 import trio
 
 from ._exceptions import FetchError
-from ._netpolicy import PolicyBackend
+from ._policy_backend import PolicyBackend
 
 __all__ = ["HEAD_READ_SIZE", "READ_SIZE", "TLS_READ_SIZE", "HttpResponse", "http_get"]
 

@@ -17,6 +17,10 @@ plain dicts:
 - stdio: :mod:`scriptbridge._mcp_stdio`, our own reader (the SDK's ``stdio_client`` can't bound
   a line or survive a byte that isn't UTF-8; that module says why), under the same dispatcher.
 
+The SDK's dispatcher and transports live in :mod:`scriptbridge._mcp_connection` and
+:mod:`scriptbridge._mcp_stdio`, imported when the first server opens: a host that runs scripts
+without a tool server never loads them.
+
 The SDK is pinned to ``mcp>=2.3,<2.4`` (and ``mcp-types`` with it) in ``pyproject.toml``: the
 dispatcher's lifecycle surface is provisional in 2.x.
 
@@ -46,36 +50,24 @@ Guarantees:
 
 from __future__ import annotations
 
-import json
 import logging
 import re
-import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
-from typing import Any, Final, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Final, Protocol, TextIO
 
 import anyio
-import anyio.abc
-import httpx2
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.dispatcher import CallOptions, DispatchContext
-from mcp.shared.exceptions import MCPError
-from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
-from mcp.shared.transport_context import TransportContext
-from mcp_types import CONNECTION_CLOSED, METHOD_NOT_FOUND, REQUEST_TIMEOUT
+
+from sandbox.protocol import DEFAULT_FRAME_LIMIT
 
 from ._exceptions import ToolServerError
-from ._mcp_stdio import (
-    MAX_LINE_BYTES,
-    ProcessWatch,
-    Streams,
-    server_logger,
-    shown,
-    stdio_transport,
-)
 
-__all__ = ["MAX_LINE_BYTES", "McpServer", "ProgressReport", "ToolServerError", "progress_reporter"]
+if TYPE_CHECKING:
+    from ._mcp_connection import Connection, ProgressReport
+    from ._mcp_stdio import ProcessWatch, Streams
+
+__all__ = ["McpServer", "ToolServerError", "progress_reporter"]
 
 log = logging.getLogger("scriptbridge.mcp")
 
@@ -87,25 +79,8 @@ every run's ``start`` message carries stay bounded."""
 TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
 """A tool name as MCP allows it (1 to 128 of ASCII letters, digits, ``_``, ``-`` and ``.``):
 what a script can pass to ``call_tool``. Other names are left out when a server lists them."""
-EXIT_WAIT_S: Final = 2.0
-"""How long a server whose connection closed as it started is given to exit, so its exit
-status and last words can be said."""
 CLOSE_GRACE_S: Final = 2.0
 """How long :meth:`McpServer.aclose` lets cancelled calls tell the server before it stops it."""
-PROGRESS_MESSAGE_CHARS: Final = 200
-LOG_LEVELS: Final = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "notice": logging.INFO,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-    "critical": logging.CRITICAL,
-    "alert": logging.CRITICAL,
-    "emergency": logging.CRITICAL,
-}
-
-ProgressReport = Callable[[float, "float | None", "str | None"], None]
-"""Takes a call's progress: ``report(progress, total, message)``."""
 
 progress_reporter: ContextVar[ProgressReport | None] = ContextVar(
     "scriptbridge_progress_reporter", default=None
@@ -117,201 +92,6 @@ class _Starter(Protocol):
     """A trio nursery or an anyio task group: what :meth:`McpServer.open` starts tasks in."""
 
     async def start(self, fn: Callable[..., Any], *args: Any) -> Any: ...
-
-
-class _OneLine(logging.Filter):
-    """Keeps the SDK's transport logs to one line: a traceback becomes its exception's text."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and record.exc_info[1] is not None:
-            error = record.exc_info[1]
-            record.msg = f"{record.getMessage()}: {shown(type(error).__name__ + ': ' + str(error))}"
-            record.args = None
-            record.exc_info = None
-            record.exc_text = None
-        return True
-
-
-for _name in ("mcp.client.streamable_http", "mcp.shared.jsonrpc_dispatcher"):
-    logging.getLogger(_name).addFilter(_OneLine())
-
-
-class _Connection:
-    """One transport session with a server and its dispatcher; never restarted."""
-
-    def __init__(self, server: McpServer) -> None:
-        self._server = server
-        self._log = server_logger(server.name)
-        self.dispatcher: JSONRPCDispatcher[TransportContext] | None = None
-        self.calls: set[anyio.CancelScope] = set()
-        self._scope = anyio.CancelScope()
-        self.alive = False
-        self.finished = anyio.Event()
-        self.watch: ProcessWatch | None = None
-        """What a stdio server's process did (for the words of its failure to start)."""
-
-    async def run(
-        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-    ) -> None:
-        """Run the transport until it ends or :meth:`close`; raises only before it started."""
-        started = False
-        self.watch = ProcessWatch() if self._server.url is None else None
-        with self._scope:
-            try:
-                async with self._server._transport(self.watch) as (read, write):
-                    dispatcher: JSONRPCDispatcher[TransportContext] = JSONRPCDispatcher(
-                        read, write, on_stream_exception=self._stream_exception
-                    )
-
-                    async def pump(*, task_status: anyio.abc.TaskStatus[None]) -> None:
-                        try:
-                            await dispatcher.run(
-                                self._on_request, self._on_notify, task_status=task_status
-                            )
-                        finally:
-                            self.alive = False  # before any waiter it woke can call again
-
-                    async with anyio.create_task_group() as tasks:
-                        await tasks.start(pump)
-                        self.dispatcher = dispatcher
-                        self.alive = True
-                        task_status.started()
-                        started = True
-            except Exception as exc:
-                if not started:
-                    raise ToolServerError(
-                        f"couldn't start server {self._server.name!r}: {_reason(exc)}"
-                    ) from exc
-                self._log.warning(
-                    "server %r: its connection failed: %s", self._server.name, _reason(exc)
-                )
-            finally:
-                self.alive = False
-                self.finished.set()
-        if started:
-            self._log.info("server %r: connection ended", self._server.name)
-
-    def close(self) -> None:
-        """Stop the transport (it then stops the server process, shielded and bounded)."""
-        self._scope.cancel()
-
-    async def request(
-        self,
-        method: str,
-        params: Mapping[str, Any],
-        timeout_s: float,
-        on_progress: ProgressReport | None = None,
-    ) -> dict[str, Any]:
-        """Send one request and return its ``result`` as sent; raises ToolServerError."""
-        name = self._server.name
-        if not self.alive or self.dispatcher is None:
-            raise ToolServerError(f"server {name!r} isn't running")
-        options: CallOptions = {"timeout": timeout_s, "cancel_on_abandon": method != "initialize"}
-        if on_progress is not None:
-            report = on_progress
-
-            async def progressed(progress: float, total: float | None, message: str | None) -> None:
-                report(
-                    progress, total, None if message is None else message[:PROGRESS_MESSAGE_CHARS]
-                )
-
-            options["on_progress"] = progressed
-        scope = anyio.CancelScope()
-        self.calls.add(scope)
-        started = time.monotonic()
-        try:
-            with scope:
-                try:
-                    return await self.dispatcher.send_raw_request(method, params, options)
-                except MCPError as exc:
-                    raise self._failure(
-                        method, exc, time.monotonic() - started, timeout_s
-                    ) from None
-        finally:
-            self.calls.discard(scope)
-        raise ToolServerError(f"server {name!r} was closed before it answered {method}")
-
-    def _failure(
-        self, method: str, exc: MCPError, elapsed_s: float, timeout_s: float
-    ) -> ToolServerError:
-        name = self._server.name
-        if exc.code == REQUEST_TIMEOUT and elapsed_s >= timeout_s:
-            return ToolServerError(f"server {name!r} didn't answer {method} within {timeout_s:g} s")
-        if method == "initialize" and exc.code == METHOD_NOT_FOUND:
-            return ToolServerError(
-                f"server {name!r} doesn't speak MCP: it answered initialize with 'method not "
-                "found', as a command that echoes what it reads does (every MCP server knows "
-                "initialize)"
-            )
-        if exc.code == CONNECTION_CLOSED:  # the transport ended (or the SDK's says why)
-            self.alive = False  # the next request starts the server again
-            why = "" if exc.message == "Connection closed" else f" ({shown(exc.message, 200)})"
-            return ToolServerError(
-                f"server {name!r} exited or closed its connection before it answered {method}{why}"
-            )
-        return ToolServerError(f"server {name!r} refused {method}: {shown(str(exc.message))}")
-
-    async def start_failure(self, failed: ToolServerError) -> ToolServerError:
-        """``failed`` (the handshake's), in the words of what the server's process did: how it
-        exited, the last of its stderr, whether its stdout was MCP at all."""
-        watch = self.watch
-        if watch is None or "exited or closed its connection" not in str(failed):
-            return failed
-        exited = await watch.wait_ended(EXIT_WAIT_S)
-        if not exited and not watch.not_mcp:
-            return failed
-        name = self._server.name
-        said = f"server {name!r} {watch.exit()} before it answered initialize"
-        if watch.not_mcp:
-            count = watch.not_mcp
-            what = (
-                "line of its stdout wasn't an MCP message"
-                if count == 1
-                else "lines of its stdout weren't MCP messages"
-            )
-            said = (
-                f"server {name!r} doesn't speak MCP: it {watch.exit()} before it answered "
-                f"initialize, and {count} {what}"
-            )
-        if watch.last_words():
-            said += f"; its last stderr lines: {watch.last_words()}"
-        return ToolServerError(said)
-
-    async def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
-        if self.dispatcher is not None:
-            await self.dispatcher.notify(method, params)
-
-    async def _on_request(
-        self, ctx: DispatchContext[TransportContext], method: str, params: Mapping[str, Any] | None
-    ) -> dict[str, Any]:
-        if method == "ping":
-            return {}
-        raise MCPError(code=METHOD_NOT_FOUND, message="method not found")
-
-    async def _on_notify(
-        self, ctx: DispatchContext[TransportContext], method: str, params: Mapping[str, Any] | None
-    ) -> None:
-        if method == "notifications/tools/list_changed":
-            await self._server._relist(self)
-        elif method == "notifications/message":
-            self._log_message(params or {})
-
-    def _log_message(self, params: Mapping[str, Any]) -> None:
-        level = params.get("level")
-        data = params.get("data")
-        logger = params.get("logger")
-        text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
-        where = f" ({shown(logger, 100)})" if isinstance(logger, str) else ""
-        self._log.log(
-            LOG_LEVELS.get(level, logging.INFO) if isinstance(level, str) else logging.INFO,
-            "server %r%s: %s",
-            self._server.name,
-            where,
-            shown(text),
-        )
-
-    async def _stream_exception(self, exc: Exception) -> None:
-        self._log.warning("server %r: dropped a message: %s", self._server.name, _reason(exc))
 
 
 class McpServer:
@@ -343,7 +123,7 @@ class McpServer:
         *,
         timeout_s: float = 60.0,
         errlog: TextIO | None = None,
-        max_line_bytes: int = MAX_LINE_BYTES,
+        max_line_bytes: int = DEFAULT_FRAME_LIMIT,
     ) -> None:
         self.command = command
         self.args = tuple(args)
@@ -357,7 +137,7 @@ class McpServer:
         self.tools: dict[str, dict[str, Any]] = {}
         self.restarts = 0
         self._starter: _Starter | None = None
-        self._connection: _Connection | None = None
+        self._connection: Connection | None = None
         self._closed = False
         self._starting = anyio.Lock()
         self._listing = anyio.Lock()
@@ -387,7 +167,11 @@ class McpServer:
 
     def _transport(self, watch: ProcessWatch | None = None) -> AbstractAsyncContextManager[Streams]:
         if self.url is not None:
-            return _http_transport(self.url, self.headers, self.max_line_bytes)
+            from ._mcp_connection import http_transport
+
+            return http_transport(self.url, self.headers, self.max_line_bytes)
+        from ._mcp_stdio import stdio_transport
+
         return stdio_transport(
             self.command,
             self.args,
@@ -452,7 +236,7 @@ class McpServer:
         connection = await self._connected()
         await connection.request("ping", {}, self.timeout_s)
 
-    async def _connected(self) -> _Connection:
+    async def _connected(self) -> Connection:
         async with self._starting:
             connection = self._connection
             if connection is not None and connection.alive:
@@ -462,7 +246,14 @@ class McpServer:
             if connection is not None:
                 self.restarts += 1
                 log.warning("server %r stopped; starting it again", self.name)
-            connection = _Connection(self)
+            from ._mcp_connection import Connection  # the SDK, loaded with the first server
+
+            connection = Connection(
+                self.name,
+                self._transport,
+                stdio=self.url is None,
+                on_list_changed=self._relist,
+            )
             await self._starter.start(connection.run)
             try:
                 await self._handshake(connection)
@@ -472,7 +263,7 @@ class McpServer:
             self._connection = connection
             return connection
 
-    async def _handshake(self, connection: _Connection) -> None:
+    async def _handshake(self, connection: Connection) -> None:
         try:
             await connection.request(
                 "initialize",
@@ -488,7 +279,7 @@ class McpServer:
         await connection.notify("notifications/initialized")
         await self._list_tools(connection)
 
-    async def _relist(self, connection: _Connection) -> None:
+    async def _relist(self, connection: Connection) -> None:
         """List the tools again for ``notifications/tools/list_changed``; notices that arrive
         while a listing runs are answered by one more listing, not one each."""
         if self._listing.locked():
@@ -505,7 +296,7 @@ class McpServer:
                         log.warning("server %r: couldn't list its tools again: %s", self.name, exc)
                     return
 
-    async def _list_tools(self, connection: _Connection) -> None:
+    async def _list_tools(self, connection: Connection) -> None:
         tools: dict[str, dict[str, Any]] = {}
         left_out: dict[str, int] = {}
         cursor: str | None = None
@@ -551,25 +342,3 @@ class McpServer:
 
 def _ignore_progress(progress: float, total: float | None, message: str | None) -> None:
     """Progress of a call made outside any run: nobody shows it."""
-
-
-def _reason(exc: BaseException) -> str:
-    """A one-line reason for ``exc`` (the first of a group's)."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return shown(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, 300)
-
-
-@asynccontextmanager
-async def _http_transport(
-    url: str, headers: Mapping[str, str], max_event_bytes: int
-) -> AsyncIterator[Streams]:
-    """The SDK's streamable HTTP transport on a client of our own (headers, timeouts)."""
-    client = httpx2.AsyncClient(headers=dict(headers), timeout=httpx2.Timeout(30.0, read=300.0))
-    async with (
-        client,
-        streamable_http_client(
-            url, http_client=client, max_sse_event_size=max_event_bytes
-        ) as streams,
-    ):
-        yield streams

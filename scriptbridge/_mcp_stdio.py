@@ -51,6 +51,8 @@ from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from sandbox.protocol import DEFAULT_FRAME_LIMIT
+
 __all__ = [
     "MAX_LINE_BYTES",
     "LineSplitter",
@@ -60,7 +62,7 @@ __all__ = [
     "stdio_transport",
 ]
 
-MAX_LINE_BYTES: Final = 16 * 2**20
+MAX_LINE_BYTES: Final = DEFAULT_FRAME_LIMIT
 """The default bound on one line a server writes: the channel's frame limit (16 MiB)."""
 STDERR_LINE_BYTES: Final = 64 * 2**10
 """A stderr line longer than this is logged as its length only."""

@@ -20,7 +20,8 @@ from loopback_http import LoopbackServer, Request, body, chunked, start_tls_serv
 
 from scriptbridge._exceptions import FetchError
 from scriptbridge._httpget import READ_SIZE, http_get
-from scriptbridge._netpolicy import NetworkPolicy, PolicyBackend
+from scriptbridge._netpolicy import NetworkPolicy
+from scriptbridge._policy_backend import PolicyBackend
 
 BACKEND = PolicyBackend(NetworkPolicy(["127.0.0.1"]))
 

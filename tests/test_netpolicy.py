@@ -12,12 +12,8 @@ from loopback_http import body, start_server
 from test_httpget import get_body
 
 from scriptbridge._exceptions import FetchError
-from scriptbridge._netpolicy import (
-    AddressRefused,
-    NetworkPolicy,
-    PolicyBackend,
-    address_label,
-)
+from scriptbridge._netpolicy import AddressRefused, NetworkPolicy, address_label
+from scriptbridge._policy_backend import PolicyBackend
 
 
 @pytest.mark.parametrize(

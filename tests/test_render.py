@@ -7,9 +7,9 @@ from typing import Any
 
 import mcp.types as mcp_types
 import pytest
-from sandbox.protocol import check_plain
 from tool_results import link
 
+from sandbox.protocol import check_plain
 from scriptbridge import (
     SCRIPT_VIEW,
     ReferenceRegistry,
