@@ -126,9 +126,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--result-detail",
-        choices=["model", "full"],
-        default="model",
-        help="what run_python's structuredContent holds: what a model needs (model, the "
+        choices=["brief", "full"],
+        default="brief",
+        help="what run_python's structuredContent holds: what a model needs (brief, the "
         "default), or every field of the result, isolation and timings too (full)",
     )
     serve.add_argument(

@@ -314,7 +314,7 @@ class RunPythonServer:
         max_sessions: int = MAX_SESSIONS,
         expose_tools: bool = False,
         unavailable: Mapping[str, str] | None = None,
-        result_detail: str = "model",
+        result_detail: str = "brief",
     ) -> None:
         if max_concurrent < 1 or max_queued < 0 or max_sessions < 1:
             raise ValueError("--max-concurrent and sessions must be at least 1, a queue 0")
@@ -330,10 +330,10 @@ class RunPythonServer:
         self._in_flight = 0
         self._scopes: set[anyio.CancelScope] = set()
         self.expose_tools = expose_tools
-        if result_detail not in ("model", "full"):
-            raise ValueError(f"--result-detail is model or full, not {result_detail!r}")
+        if result_detail not in ("brief", "full"):
+            raise ValueError(f"--result-detail is brief or full, not {result_detail!r}")
         self.result_detail = result_detail
-        """What ``structuredContent`` holds: ``model`` (:data:`MODEL_FIELDS`) or ``full``."""
+        """What ``structuredContent`` holds: ``brief`` (:data:`BRIEF_FIELDS`) or ``full``."""
         self.unavailable: Mapping[str, str] = {} if unavailable is None else unavailable
         """Tool servers that couldn't start, and why (a live view: ``serve`` tries them
         again), named in ``run_python``'s description."""
@@ -784,15 +784,15 @@ def _short_repr(value: Any) -> str:
     return shown[:VALUE_MAX_CHARS] + " ... (cut; all of it is in structuredContent.value)"
 
 
-MODEL_FIELDS: Final = frozenset(
+BRIEF_FIELDS: Final = frozenset(
     {"ok", "value", "stdout", "error", "outputs", "dropped", "value_note"}
 )
-"""What ``structuredContent`` holds by default (``result_detail="model"``): what a model needs
+"""What ``structuredContent`` holds by default (``result_detail="brief"``): what a model needs
 of a run. ``"full"`` gives every field of the ``ScriptResult`` (isolation, timings, counts)."""
 
 
-def _answer(result: ScriptResult, detail: str = "model") -> types.CallToolResult:
-    """``result`` as a ``tools/call`` result: text, ``structuredContent`` (:data:`MODEL_FIELDS`,
+def _answer(result: ScriptResult, detail: str = "brief") -> types.CallToolResult:
+    """``result`` as a ``tools/call`` result: text, ``structuredContent`` (:data:`BRIEF_FIELDS`,
     or every field for ``detail="full"``), ``isError``."""
     lines: list[str] = []
     if result.stdout:
@@ -809,7 +809,7 @@ def _answer(result: ScriptResult, detail: str = "model") -> types.CallToolResult
     return types.CallToolResult(
         content=[types.TextContent(type="text", text="\n".join(lines))],
         structured_content=result.model_dump(
-            mode="json", include=None if detail == "full" else set(MODEL_FIELDS)
+            mode="json", include=None if detail == "full" else set(BRIEF_FIELDS)
         ),
         is_error=not result.ok,
     )

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from serving import Raw
 
-MODEL_FIELDS = {"ok", "value", "stdout", "error", "outputs", "dropped", "value_note"}
+BRIEF_FIELDS = {"ok", "value", "stdout", "error", "outputs", "dropped", "value_note"}
 
 
 def structured(tmp_path: Path, *args: str) -> dict[str, object]:
@@ -29,11 +29,12 @@ def structured(tmp_path: Path, *args: str) -> dict[str, object]:
         raw.process.wait()
 
 
-def test_by_default_the_model_gets_what_it_needs(tmp_path: Path) -> None:
-    """By default ``structuredContent`` holds the run's outcome, and not the isolation list,
-    timings or counts."""
-    content = structured(tmp_path)
-    assert set(content) == MODEL_FIELDS
+@pytest.mark.parametrize("args", [(), ("--result-detail", "brief")])
+def test_by_default_the_model_gets_what_it_needs(tmp_path: Path, args: tuple[str, ...]) -> None:
+    """By default (``--result-detail brief``, API.md's name) ``structuredContent`` holds the
+    run's outcome, and not the isolation list, timings or counts."""
+    content = structured(tmp_path, *args)
+    assert set(content) == BRIEF_FIELDS
     assert content["ok"] is True and content["value"] == 42 and content["stdout"] == "hi\n"
     (written,) = content["outputs"]  # type: ignore[misc]
     assert str(written).endswith("/out/a.txt") and content["error"] is None
@@ -43,5 +44,5 @@ def test_by_default_the_model_gets_what_it_needs(tmp_path: Path) -> None:
 def test_result_detail_full_gives_everything(tmp_path: Path, detail: str) -> None:
     """``--result-detail full`` adds the isolation list, the duration and the counts."""
     content = structured(tmp_path, "--result-detail", detail)
-    assert set(content) > MODEL_FIELDS
+    assert set(content) > BRIEF_FIELDS
     assert {"isolation", "duration_s", "tool_calls", "fetches"} <= set(content)
