@@ -97,14 +97,14 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="N",
-        help=f"session_ids kept at once ({SERVE_MAX_SESSIONS})",
+        help=f"sessions kept at once ({SERVE_MAX_SESSIONS})",
     )
     serve.add_argument(
         "--session-idle",
         type=float,
         default=600.0,
         metavar="S",
-        help="close a session_id unused this long (600 s)",
+        help="close a session unused this long; its handle then answers expired (600 s)",
     )
     serve.add_argument(
         "--drain-s",
@@ -122,7 +122,8 @@ def _parser() -> argparse.ArgumentParser:
         "--token-file",
         type=Path,
         metavar="F",
-        help="with --http: every request must carry Authorization: Bearer <F's first line>",
+        help="with --http: lines NAME TOKEN, one per client (or one lone TOKEN); every "
+        "request must carry Authorization: Bearer TOKEN, and its sessions are NAME's",
     )
     serve.add_argument(
         "--result-detail",
@@ -379,7 +380,7 @@ async def _serve(args: argparse.Namespace) -> int:
             await server.serve_http(
                 where[0],
                 where[1],
-                token=where[2],
+                tokens=where[2],
                 drain_s=args.drain_s,
                 on_listening=lambda url: print(f"scriptbridge serve: listening on {url}",
                                                file=sys.stderr, flush=True),
@@ -391,26 +392,47 @@ async def _serve(args: argparse.Namespace) -> int:
 LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
 
 
-def _http_address(spec: str, token_file: Path | None) -> tuple[str, int, str | None]:
-    """``--http HOST:PORT`` (or ``PORT``, on 127.0.0.1) and the token of ``--token-file``.
-    Raises ``ValueError`` for a malformed address, an empty token file, or a bind beyond
-    loopback without a token file; ``OSError`` for a token file that can't be read."""
+def _http_address(spec: str, token_file: Path | None) -> tuple[str, int, dict[str, str] | None]:
+    """``--http HOST:PORT`` (or ``PORT``, on 127.0.0.1) and the tokens of ``--token-file``
+    (:func:`read_tokens`). Raises ``ValueError`` for a malformed address or token file, or a
+    bind beyond loopback without a token file; ``OSError`` for a token file that can't be
+    read."""
     host, sep, port = spec.rpartition(":")
     host = host.strip("[]") if sep else "127.0.0.1"
     if not port.isdigit() or not host or int(port) > 65535:
         raise ValueError(f"--http {spec!r} isn't HOST:PORT")
-    token: str | None = None
-    if token_file is not None:
-        lines = token_file.read_text().splitlines()
-        token = lines[0].strip() if lines else ""
-        if not token:
-            raise ValueError(f"--token-file {token_file}: its first line holds no token")
-    if host not in LOOPBACK and token is None:
+    tokens = read_tokens(token_file) if token_file is not None else None
+    if host not in LOOPBACK and tokens is None:
         raise ValueError(
             f"--http {spec}: binding {host}, beyond loopback, requires --token-file "
             "(every request must then carry Authorization: Bearer <token>)"
         )
-    return host, int(port), token
+    return host, int(port), tokens
+
+
+LONE_TOKEN_NAME = "default"
+"""The name of a token given alone on its line (the one-token file of old)."""
+
+
+def read_tokens(path: Path) -> dict[str, str]:
+    """``--token-file``: each line ``NAME TOKEN`` (one per client; the name is who its session
+    handles belong to) or a lone ``TOKEN`` (named :data:`LONE_TOKEN_NAME`); blank lines and
+    lines starting with ``#`` are skipped. Returns token -> name. Raises ``ValueError`` for a
+    file with no token, a line of more than two words, or a token given twice."""
+    tokens: dict[str, str] = {}
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        if len(words) > 2:
+            raise ValueError(f"--token-file {path}, line {number}: write NAME TOKEN or TOKEN")
+        name, token = (LONE_TOKEN_NAME, words[0]) if len(words) == 1 else words
+        if token in tokens:
+            raise ValueError(f"--token-file {path}, line {number}: this token is given twice")
+        tokens[token] = name
+    if not tokens:
+        raise ValueError(f"--token-file {path}: it holds no token")
+    return tokens
 
 
 PATH_OPTIONS = frozenset({"--workspace", "--token-file", "--tools", "--mcp"})

@@ -3,7 +3,7 @@
 :class:`RunPythonServer` wraps an open :class:`~scriptbridge.Bridge` in the ``mcp`` SDK's
 low-level ``Server`` and serves it over stdio under trio (the SDK runs on anyio, here on its
 trio backend), or over streamable HTTP under asyncio (uvicorn). Its one tool takes ``code``,
-optional ``inputs`` (an object, the script's ``inputs``) and optional ``session_id``; its
+optional ``inputs`` (an object, the script's ``inputs``) and optional ``session`` (a handle); its
 description says what a script can do and carries ``bridge.tool_stubs()`` of every tool the
 bridge offers, read afresh on each ``tools/list``. The upstream tools aren't offered to the
 client directly: a script calls them.
@@ -42,15 +42,21 @@ Guarantees:
   connection that opts in per request (2026-07-28 and later) only a request that opted in to
   ``info`` hears it; on older ones ``logging/setLevel`` above ``info`` silences it, for every
   client of this server (the SDK gives its handler no per-connection state).
-- ``session_id`` names a :class:`~scriptbridge.BridgeSession` of the client's own: over
-  streamable HTTP, sessions are kept apart by the MCP session (``Mcp-Session-Id``), so two
-  clients passing one ``session_id`` never share state (a stateless connection, which has no
-  MCP session, shares its ids with every other stateless one). Plain globals and top-level
-  definitions carry from one successful call to the next. A session idle for
-  ``session_idle_s`` is closed; at most ``max_sessions`` (:data:`MAX_SESSIONS` by default)
-  are open, and opening one more closes the longest idle of the same client's (MCP session's),
-  or is refused with an error result when that client has none idle: a client's sessions are
-  never closed to make room for another's.
+- Every ``run_python`` call runs a step of a :class:`~scriptbridge.BridgeSession`: the one
+  ``session`` names, or a new one when no ``session`` is given. ``session`` is a handle this
+  server minted (:mod:`scriptbridge._handles`: 256 random bits, bound to the caller's identity,
+  expiring after ``session_idle_s`` unused) and every answer carries it, in
+  ``structuredContent.session`` and in the text. The caller's identity is the token's name
+  (``--token-file`` lines ``NAME TOKEN``), else the MCP session (``Mcp-Session-Id``) on a
+  handshake-era HTTP connection, else ``stdio`` (the one client of a stdio server) or ``http``
+  (a stateless connection without a token, which only a handle's randomness keeps apart: give
+  clients tokens). A handle of another identity, a made-up one and an expired one are refused
+  with one error naming only ``expired`` (a handle of the caller's own that expired, or was
+  closed to make room) or ``unknown``. Plain globals and top-level definitions carry from one
+  successful step to the next. At most ``max_sessions`` (:data:`MAX_SESSIONS` by default) are
+  open; opening one more closes the longest idle of the same caller's, or is refused with an
+  error result when the caller has none idle: a caller's sessions are never closed to make
+  room for another's.
 """
 
 from __future__ import annotations
@@ -68,7 +74,6 @@ import signal
 import time
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Final
 
@@ -83,6 +88,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sandbox.protocol import check_plain
 
+from ._handles import HandleRefused, Handles
 from ._mcp_stdio import MAX_LINE_BYTES, READ_CHUNK, LineSplitter
 from ._results import ScriptResult
 from ._run_state import RunProgress
@@ -112,7 +118,6 @@ PRINTED_MAX_CHARS: Final = 20_000
 ``structuredContent``)."""
 PRINTED_FLUSH_S: Final = 1.0
 """How long what a run printed may still be sent on once it has ended (and let go its slot)."""
-SESSION_ID_MAX_CHARS: Final = 128
 VALUE_MAX_CHARS: Final = 20_000
 """Characters of a script's value's ``repr`` put in the text content (the value itself is in
 ``structuredContent``)."""
@@ -137,8 +142,9 @@ DESCRIPTION: Final = """\
 Run a Python script in a fresh, restricted sandbox and get back what it printed and its value \
 (the last expression, or a top-level `return`). Each call runs in a new process: no network, \
 a private workspace, bounded time and memory. Pass `inputs` (an object) to read as `inputs` \
-in the script, and `session_id` to keep plain globals and top-level def/class/import \
-statements from one call to the next.
+in the script. Every answer carries a `session` handle: pass it back as `session` to keep \
+plain globals and top-level def/class/import statements from one call to the next (a \
+session unused for {idle} is closed).
 
 Inside the script, call tools with `tools.NAME(arg=...)` or `call_tool("NAME", {...})`; \
 `call_tools([...])` or `await asyncio.gather(...)` calls several at once. A tool call returns \
@@ -149,23 +155,6 @@ a dict: its `data` (structured output), `content` (blocks) and `isError`. Write 
 The tools a script can call:
 
 """
-
-
-@dataclass(frozen=True)
-class _Step:
-    """One call's step of a session: what to run and what to hear of it."""
-
-    code: str
-    inputs: dict[str, Any] | None
-    label: str
-    on_output: Callable[[str], object]
-
-
-@dataclass
-class _Session:
-    session: BridgeSession
-    last_used: float = field(default_factory=time.monotonic)
-    running: int = 0
 
 
 class Busy(Exception):
@@ -324,8 +313,8 @@ class RunPythonServer:
         self.max_sessions = max_sessions
         self._slots = anyio.Semaphore(max_concurrent)
         self._queued = 0
-        self._sessions: dict[tuple[str | None, str], _Session] = {}
-        """(MCP session id, ``session_id``) -> the session it names."""
+        self._sessions: Handles[BridgeSession] = Handles(session_idle_s)
+        """Each open session, by the handle minted for it (module doc)."""
         self._draining = False
         self._in_flight = 0
         self._scopes: set[anyio.CancelScope] = set()
@@ -392,21 +381,21 @@ class RunPythonServer:
         host: str,
         port: int,
         *,
-        token: str | None,
+        tokens: Mapping[str, str] | None,
         drain_s: float = 30.0,
         on_listening: Callable[[str], object] | None = None,
     ) -> None:
         """Serve streamable HTTP at ``/mcp`` on ``host:port`` (under asyncio: uvicorn) until
         SIGINT or SIGTERM, which :meth:`drain` for ``drain_s`` first (a second one stops at
-        once); with ``token``, a request without ``Authorization: Bearer <token>`` gets 401
-        and reaches nothing. ``on_listening`` is called with the endpoint's URL once it
-        listens (the port the kernel chose, for port 0). When this returns, every run it
-        started has ended."""
+        once); with ``tokens`` (token -> name), a request without ``Authorization: Bearer``
+        and one of them gets 401 and reaches nothing. ``on_listening`` is called with the
+        endpoint's URL once it listens (the port the kernel chose, for port 0). When this
+        returns, every run it started has ended."""
         app: ASGIApp = self.server.streamable_http_app(
             host=host, max_request_body_size=MAX_LINE_BYTES
         )
-        if token is not None:
-            app = BearerGate(app, token)
+        if tokens:
+            app = BearerGate(app, tokens)
         config = uvicorn.Config(
             app,
             host=host,
@@ -441,18 +430,15 @@ class RunPythonServer:
 
     @property
     def open_sessions(self) -> list[str]:
-        """The ``session_id`` of each open session, sorted (one id may appear once for each MCP
-        session that opened it)."""
-        return sorted(session_id for _, session_id in self._sessions)
+        """The handle of each open session, sorted."""
+        return sorted(self._sessions)
 
     async def expire_sessions(self) -> None:
         """Forever: close each session idle for ``session_idle_s`` and not running."""
         while True:
             await anyio.sleep(min(30.0, max(self.session_idle_s / 4, 0.05)))
-            now = time.monotonic()
-            for key, held in list(self._sessions.items()):
-                if held.running == 0 and now - held.last_used >= self.session_idle_s:
-                    await self._close_session(key)
+            for _, session in self._sessions.expired():
+                await session.__aexit__(None, None, None)
 
     # --- handlers ---------------------------------------------------------------------------
 
@@ -465,7 +451,9 @@ class RunPythonServer:
         )
         return types.Tool(
             name=TOOL_NAME,
-            description=DESCRIPTION + stubs + down,
+            description=DESCRIPTION.replace("{idle}", _duration(self.session_idle_s))
+            + stubs
+            + down,
             input_schema={
                 "type": "object",
                 "properties": {
@@ -474,9 +462,10 @@ class RunPythonServer:
                         "type": "object",
                         "description": "plain data the script reads as `inputs`",
                     },
-                    "session_id": {
+                    "session": {
                         "type": "string",
-                        "description": "keep state across calls that pass the same id",
+                        "description": "the `session` an earlier answer carried: continue that "
+                        f"session (one unused for {_duration(self.session_idle_s)} is closed)",
                     },
                 },
                 "required": ["code"],
@@ -513,20 +502,21 @@ class RunPythonServer:
             if self.expose_tools and params.name in self.bridge.tool_names:
                 return await self._served(self._call_exposed, params.name, arguments)
             return _refusal(f"there is no tool {params.name!r}: call {TOOL_NAME}")
-        code, inputs, session_id = (arguments.get(k) for k in ("code", "inputs", "session_id"))
+        code, inputs, handle = (arguments.get(k) for k in ("code", "inputs", "session"))
         if not isinstance(code, str):
             return _refusal("`code` must be a string: the Python script to run")
         if inputs is not None and not isinstance(inputs, dict):
             return _refusal("`inputs` must be an object")
-        if session_id is not None and not (
-            isinstance(session_id, str) and 0 < len(session_id) <= SESSION_ID_MAX_CHARS
-        ):
-            return _refusal(f"`session_id` must be a string of 1-{SESSION_ID_MAX_CHARS} characters")
+        if "session_id" in arguments:
+            return _refusal(
+                "`session_id` is gone: pass `session`, the handle an earlier answer carried "
+                "(a call without one starts a new session and answers with its handle)"
+            )
         try:
             check_plain(inputs or {})
         except ValueError as exc:
             return _refusal(f"`inputs` must be plain data: {exc}")
-        return await self._served(self._run_python, ctx, code, inputs, session_id)
+        return await self._served(self._run_python, ctx, code, inputs, handle)
 
     async def _served(
         self, call: Callable[..., Awaitable[types.CallToolResult]], *args: Any
@@ -551,10 +541,18 @@ class RunPythonServer:
                 f"the server is busy: {self.max_queued} call(s) already wait for a run slot; "
                 "try again later"
             )
+        except HandleRefused as refused:
+            return _refusal(
+                "this `session` has expired (unused too long, or closed to make room): call "
+                "without `session` to start a new one"
+                if refused.reason == "expired"
+                else "this `session` is unknown here: pass one an answer of this server gave "
+                "you, or call without `session` to start a new one"
+            )
         except TooManySessions:
             return _refusal(
                 f"the server holds {self.max_sessions} sessions, the most it keeps, and none of "
-                f"yours is idle: reuse one of your session_ids, or wait for one to end (a "
+                f"yours is idle: pass the `session` of one of yours, or wait for one to end (a "
                 f"session idle for {self.session_idle_s:g} s is closed)"
             )
         finally:
@@ -605,39 +603,49 @@ class RunPythonServer:
         ctx: ServerRequestContext[Any],
         code: str,
         inputs: dict[str, Any] | None,
-        session_id: str | None,
+        handle: object,
     ) -> types.CallToolResult:
-        """Run ``code`` in a slot, reporting its progress and sending on what it prints. The
-        slot is let go as the run ends; what it printed is then sent on for at most
-        :data:`PRINTED_FLUSH_S` more (a client that doesn't read can't hold a slot)."""
-        release = await self._take_slot()  # Busy and ShuttingDown come from here, bare
+        """Run ``code`` as a step of the session ``handle`` names (of a new one without it) in
+        a slot, reporting its progress and sending on what it prints. The slot is let go as
+        the run ends; what it printed is then sent on for at most :data:`PRINTED_FLUSH_S` more
+        (a client that doesn't read can't hold a slot). :class:`HandleRefused`, :class:`Busy`,
+        :class:`ShuttingDown` and :class:`TooManySessions` come from here, bare."""
+        owner = _identity_of(ctx)
+        held = self._sessions.look_up(handle, owner) if handle is not None else None
+        if held is not None:
+            held.in_use += 1  # not expired while it waits for a slot
         try:
-            key = (_mcp_session_of(ctx), session_id) if session_id is not None else None
-            held = await self._open_session(key) if key is not None else None  # bare, too
-            label = f"run_python-{next(self._labels)}"
-            printed = _Printed()
-            async with anyio.create_task_group() as sending:
-                sending.start_soon(self._send_printed, ctx, printed)
-                try:
-                    async with anyio.create_task_group() as reporting:
-                        reporting.start_soon(self._report_progress, ctx, label, printed)
-                        if held is None:
-                            result = await self.bridge.run(
+            release = await self._take_slot()
+            try:
+                if held is None:
+                    handle = await self._open_session(owner)
+                    held = self._sessions.look_up(handle, owner)
+                    held.in_use += 1
+                label = f"run_python-{next(self._labels)}"
+                printed = _Printed()
+                async with anyio.create_task_group() as sending:
+                    sending.start_soon(self._send_printed, ctx, printed)
+                    try:
+                        async with anyio.create_task_group() as reporting:
+                            reporting.start_soon(self._report_progress, ctx, label, printed)
+                            result = await held.value.run(
                                 code, inputs=inputs, label=label, on_output=printed.hear
                             )
-                        else:
-                            step = _Step(code, inputs, label, printed.hear)
-                            result = await self._session_step(held, step)
-                        reporting.cancel_scope.cancel()
-                finally:
-                    release()
-                    printed.end()
-                with anyio.move_on_after(PRINTED_FLUSH_S):
-                    await printed.sent.wait()
-                sending.cancel_scope.cancel()
+                            reporting.cancel_scope.cancel()
+                    finally:
+                        release()
+                        printed.end()
+                    with anyio.move_on_after(PRINTED_FLUSH_S):
+                        await printed.sent.wait()
+                    sending.cancel_scope.cancel()
+            finally:
+                release()
         finally:
-            release()
-        return _answer(result, self.result_detail)
+            if held is not None:
+                held.in_use -= 1
+                held.last_used = time.monotonic()
+        assert isinstance(handle, str)
+        return _answer(result, self.result_detail, session=handle)
 
     async def _send_printed(self, ctx: ServerRequestContext[Any], printed: _Printed) -> None:
         """Send on what the script prints as ``notifications/message`` (module doc), until
@@ -657,40 +665,23 @@ class RunPythonServer:
             with anyio.move_on_after(PRINTED_EVERY_S):
                 await printed.ended.wait()
 
-    async def _open_session(self, key: tuple[str | None, str]) -> _Session:
-        """The session ``key`` names, opened if it isn't. When ``max_sessions`` are open, the
-        longest idle session of the same client (MCP session) is closed to make room;
-        :class:`TooManySessions` when that client has none idle: no client's sessions are
-        ever closed to make room for another's."""
-        held = self._sessions.get(key)
-        if held is not None:
-            held.last_used = time.monotonic()  # in use from now: not expired before its step
-            return held
+    async def _open_session(self, owner: str) -> str:
+        """A new session for ``owner``; its handle. When ``max_sessions`` are open, the
+        longest idle session of the same owner is closed to make room (its handle then
+        answers ``expired``); :class:`TooManySessions` when the owner has none idle: no
+        caller's sessions are ever closed to make room for another's."""
         if len(self._sessions) >= self.max_sessions:
-            owner = key[0]
-            theirs = [k for k, s in self._sessions.items() if k[0] == owner and s.running == 0]
-            if not theirs:
+            idle = [
+                handle
+                for handle in self._sessions.owned_by(owner)
+                if (held := self._sessions.held(handle)) is not None and held.in_use == 0
+            ]
+            if not idle:
                 raise TooManySessions
-            await self._close_session(min(theirs, key=lambda k: self._sessions[k].last_used))
+            await self._sessions.drop(idle[0], expired=True).__aexit__(None, None, None)
         session = self.bridge.session()
         await session.__aenter__()
-        held = self._sessions[key] = _Session(session)
-        return held
-
-    async def _session_step(self, held: _Session, step: _Step) -> ScriptResult:
-        held.running += 1
-        try:
-            return await held.session.run(
-                step.code, inputs=step.inputs, label=step.label, on_output=step.on_output
-            )
-        finally:
-            held.running -= 1
-            held.last_used = time.monotonic()
-
-    async def _close_session(self, key: tuple[str | None, str]) -> None:
-        held = self._sessions.pop(key, None)
-        if held is not None:
-            await held.session.__aexit__(None, None, None)
+        return self._sessions.mint(owner, session)
 
     async def _report_progress(
         self, ctx: ServerRequestContext[Any], label: str, printed: _Printed
@@ -723,35 +714,63 @@ class _DrainingUvicorn(uvicorn.Server):
             self._on_signal()
 
 
+IDENTITY_KEY: Final = "scriptbridge.identity"
+"""Where :class:`BearerGate` puts the name of the token a request carried, in its ASGI scope."""
+
+
 class BearerGate:
     """An ASGI app letting through only HTTP requests that carry ``Authorization: Bearer
-    <token>`` (compared in constant time); every other request gets 401 and reaches nothing."""
+    <token>`` for one of ``tokens`` (token -> its name; each compared in constant time, all of
+    them every time); every other request gets 401 and reaches nothing. The name of the token
+    a request carried is its scope's :data:`IDENTITY_KEY`: who a session handle belongs to."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, tokens: Mapping[str, str]) -> None:
+        if not tokens:
+            raise ValueError("a BearerGate needs at least one token")
         self.app = app
-        self._expected = f"Bearer {token}".encode()
+        self._expected = [(f"Bearer {token}".encode(), name) for token, name in tokens.items()]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             given = dict(scope["headers"]).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self._expected):
+            name: str | None = None
+            for expected, holder in self._expected:  # no early exit: every token compared
+                if hmac.compare_digest(given, expected):
+                    name = holder
+            if name is None:
                 body = b'{"error": "unauthorized: send Authorization: Bearer <token>"}'
                 headers = [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]
                 await send({"type": "http.response.start", "status": 401, "headers": headers})
                 await send({"type": "http.response.body", "body": body})
                 return
+            scope = {**scope, IDENTITY_KEY: name}
         await self.app(scope, receive, send)
 
 
-def _mcp_session_of(ctx: ServerRequestContext[Any]) -> str | None:
-    """The MCP session a request came in (its ``Mcp-Session-Id`` over streamable HTTP), or
-    ``None`` (stdio, whose one client is the whole server's; a stateless HTTP connection)."""
+def _identity_of(ctx: ServerRequestContext[Any]) -> str:
+    """Who is calling, as a session handle is bound to it (module doc): ``token:NAME`` (the
+    :class:`BearerGate` let the request in for that name), ``mcp-session:ID`` (a handshake-era
+    HTTP connection's ``Mcp-Session-Id``), ``http`` (a stateless HTTP connection without a
+    token) or ``stdio`` (the one client of a stdio server)."""
     request = ctx.request
+    scope = getattr(request, "scope", None)
+    if not isinstance(scope, dict):
+        return "stdio"
+    name = scope.get(IDENTITY_KEY)
+    if isinstance(name, str):
+        return f"token:{name}"
     headers = getattr(request, "headers", None)
-    if headers is None:
-        return None
-    value = headers.get("mcp-session-id")
-    return value if isinstance(value, str) else None
+    value = headers.get("mcp-session-id") if headers is not None else None
+    return f"mcp-session:{value}" if isinstance(value, str) else "http"
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` as a person says it: ``10 min``, ``90 s``, ``2 h``."""
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:g} h"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{seconds / 60:g} min"
+    return f"{seconds:g} s"
 
 
 def _progress_message(run: RunProgress | None, elapsed_s: float, last_line: str) -> str:
@@ -791,9 +810,9 @@ BRIEF_FIELDS: Final = frozenset(
 of a run. ``"full"`` gives every field of the ``ScriptResult`` (isolation, timings, counts)."""
 
 
-def _answer(result: ScriptResult, detail: str = "brief") -> types.CallToolResult:
+def _answer(result: ScriptResult, detail: str, *, session: str) -> types.CallToolResult:
     """``result`` as a ``tools/call`` result: text, ``structuredContent`` (:data:`BRIEF_FIELDS`,
-    or every field for ``detail="full"``), ``isError``."""
+    or every field for ``detail="full"``, and ``session``), ``isError``."""
     lines: list[str] = []
     if result.stdout:
         printed = result.stdout[:PRINTED_MAX_CHARS]
@@ -806,10 +825,13 @@ def _answer(result: ScriptResult, detail: str = "brief") -> types.CallToolResult
     else:
         lines.append(f"value: {_short_repr(result.value)}")
     lines += [f"wrote: out/{output}" for output in result.outputs]
+    lines.append(f"session: {session} (pass it as `session` to continue this session)")
+    structured = result.model_dump(
+        mode="json", include=None if detail == "full" else set(BRIEF_FIELDS)
+    )
+    structured["session"] = session
     return types.CallToolResult(
         content=[types.TextContent(type="text", text="\n".join(lines))],
-        structured_content=result.model_dump(
-            mode="json", include=None if detail == "full" else set(BRIEF_FIELDS)
-        ),
+        structured_content=structured,
         is_error=not result.ok,
     )

@@ -17,17 +17,15 @@ from typing import Any
 import httpx2
 import pytest
 import trio
-from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from processes import alive, descendants, rss_kib
 from serving import ROOT, SERVE, http_serve, raw_serve, serve_env
 
-from scriptbridge import Bridge, markers
+from scriptbridge import markers
 from scriptbridge._cli import main
 from scriptbridge._demo import payload_server
-from scriptbridge._serve import RunPythonServer
 
 CATALOG = f"catalog={sys.executable} {ROOT / 'examples' / 'catalog_server.py'}"
 
@@ -80,7 +78,7 @@ async def test_lists_stubs_runs_upstream_tools_and_keeps_sessions(tmp_path: path
         assert tool.description is not None
         assert "def catalog_search(" in tool.description, tool.description
         assert "def catalog_add_item(" in tool.description
-        assert set(tool.input_schema["properties"]) == {"code", "inputs", "session_id"}
+        assert set(tool.input_schema["properties"]) == {"code", "inputs", "session"}
 
         result = await session.call_tool(
             "run_python",
@@ -105,11 +103,12 @@ async def test_lists_stubs_runs_upstream_tools_and_keeps_sessions(tmp_path: path
         bad = await session.call_tool("run_python", {"code": 3})
         assert bad.is_error and "code" in text_of(bad)
 
-        await session.call_tool("run_python", {"code": "total = 40", "session_id": "s1"})
-        carried = await session.call_tool("run_python", {"code": "total + 2", "session_id": "s1"})
+        first = await session.call_tool("run_python", {"code": "total = 40"})
+        handle = (first.structured_content or {})["session"]
+        carried = await session.call_tool("run_python", {"code": "total + 2", "session": handle})
         assert carried.structured_content is not None
         assert carried.structured_content["value"] == 42, text_of(carried)
-        other = await session.call_tool("run_python", {"code": "total", "session_id": "s2"})
+        other = await session.call_tool("run_python", {"code": "total"})
         assert other.is_error and "NameError" in text_of(other)
 
         seen: list[tuple[float, str | None]] = []
@@ -333,54 +332,6 @@ async def test_sigterm_drains_answers_every_call_and_leaves_no_child(
         assert code == 0, raw.process.communicate()
         assert time.monotonic() - signalled < 1.5 + 20, "the drain waited for the endless run"
         assert not [pid for pid in below if alive(pid)], below
-
-
-async def test_sessions_are_capped_and_expire(tmp_path: pathlib.Path) -> None:
-    """With two sessions at most, a third closes the longest idle; a session idle past
-    session_idle_s is closed by the expiry task (its state is gone). In process, through the
-    SDK's client on RunPythonServer's own server."""
-
-    async def step(client: Client, session_id: str, code: str) -> Any:
-        result = await client.call_tool("run_python", {"code": code, "session_id": session_id})
-        return (result.structured_content or {}).get("value"), text_of(result)
-
-    async with Bridge(tmp_path / "ws") as bridge:
-        served = RunPythonServer(
-            bridge, max_concurrent=2, max_queued=4, session_idle_s=0.6, max_sessions=2
-        )
-        async with Client(served.server) as client, trio.open_nursery() as nursery:
-            await step(client, "a", "x = 'a'")
-            await step(client, "b", "x = 'b'")
-            assert (await step(client, "a", "x"))[0] == "a"  # b is now the longest idle
-            await step(client, "c", "x = 'c'")
-            assert served.open_sessions == ["a", "c"]
-            assert "NameError" in (await step(client, "b", "x"))[1]  # b was closed: new state
-            nursery.start_soon(served.expire_sessions)
-            with trio.fail_after(30):  # each idle past 0.6 s, then closed by the expiry task
-                while served.open_sessions:
-                    await trio.sleep(0.01)
-            assert "NameError" in (await step(client, "a", "x"))[1]
-            nursery.cancel_scope.cancel()
-
-
-async def test_two_http_clients_never_share_a_session(tmp_path: pathlib.Path) -> None:
-    """Over HTTP, a session_id belongs to the MCP session that opened it: another client
-    passing the same id gets a session of its own (and can't read the first one's state)."""
-    async with (
-        http_serve("--workspace", str(tmp_path), exits_cleanly=True) as url,
-        streamable_http_client(url) as (read_a, write_a),
-        ClientSession(read_a, write_a) as first,
-        streamable_http_client(url) as (read_b, write_b),
-        ClientSession(read_b, write_b) as second,
-    ):
-        await first.initialize()
-        await second.initialize()
-        args = {"code": "secret = 'of the first client'", "session_id": "s"}
-        assert not (await first.call_tool("run_python", args)).is_error
-        stolen = await second.call_tool("run_python", {"code": "secret", "session_id": "s"})
-        assert stolen.is_error and "NameError" in text_of(stolen), text_of(stolen)
-        kept = await first.call_tool("run_python", {"code": "secret", "session_id": "s"})
-        assert (kept.structured_content or {}).get("value") == "of the first client"
 
 
 async def test_a_endless_stdin_line_is_dropped_in_bounded_memory(tmp_path: pathlib.Path) -> None:

@@ -9,7 +9,6 @@ once got through (each was red before its fix); those under "what held" never di
 from __future__ import annotations
 
 import array
-import contextlib
 import fcntl
 import json
 import pathlib
@@ -28,7 +27,6 @@ import trio
 from loopback_http import Handler, Request, body, start_server
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
 from processes import rss_kib
 from serving import (
     ROOT,
@@ -186,23 +184,22 @@ def too_deep(depth: int = 120) -> list[Any]:
 
 
 async def test_a_client_cannot_close_another_clients_session(tmp_path: pathlib.Path) -> None:
-    """Sessions across clients. Over HTTP a ``session_id`` belongs to its MCP session, but
-    the cap on sessions (here ``--max-sessions 8``) is one for the whole server and opening one
-    more closed the longest idle, whoever owned it. A client opens as many sessions for
-    nothing (each call's inputs are too deep, so no child ever starts: about a millisecond
-    each) and another client's session, with its state, was gone."""
+    """Sessions across clients. Over HTTP a session belongs to its MCP session, but the cap
+    on sessions (here ``--max-sessions 8``) is one for the whole server and opening one more
+    closed the longest idle, whoever owned it. A client opens as many sessions as the cap (each
+    call without a ``session`` opens one) and another client's session, with its state, was
+    gone."""
     async with (
         http_serve("--workspace", str(tmp_path / "ws"), "--max-sessions", "8") as url,
         client(url) as victim,
         client(url) as attacker,
     ):
-        kept = {"code": "secret = 'the victim keeps this'", "session_id": "mine"}
-        assert not (await victim.call_tool("run_python", kept)).is_error
-        for n in range(8):
-            args = {"code": "", "session_id": f"s{n}", "inputs": {"x": too_deep()}}
-            with contextlib.suppress(MCPError):  # see test_inputs_too_deep_are_refused...
-                await attacker.call_tool("run_python", args)
-        later = await victim.call_tool("run_python", {"code": "secret", "session_id": "mine"})
+        kept = await victim.call_tool("run_python", {"code": "secret = 'the victim keeps this'"})
+        assert not kept.is_error
+        mine = (kept.structured_content or {})["session"]
+        for _ in range(8):
+            await attacker.call_tool("run_python", {"code": ""})
+        later = await victim.call_tool("run_python", {"code": "secret", "session": mine})
         assert (later.structured_content or {}).get("value") == "the victim keeps this", (
             later.content
         )
@@ -222,10 +219,11 @@ async def test_inputs_too_deep_are_refused_as_an_error_result(tmp_path: pathlib.
         assert "plain data" in json.dumps(answer["result"]), answer
 
 
-async def test_session_ids_are_bounded_in_length(tmp_path: pathlib.Path) -> None:
-    """Memory. A ``session_id`` is kept as a key for as long as its session lives (600 s idle),
-    with no bound on its length: 256 sessions of 16 MiB ids pin about 4 GiB. Here 24 calls with
-    8 MiB ids (each refused at once, no child started) grow the server by about 190 MiB."""
+async def test_session_handles_passed_in_are_not_kept(tmp_path: pathlib.Path) -> None:
+    """Memory. A ``session_id`` was kept as a key for as long as its session lived (600 s
+    idle), with no bound on its length: 256 sessions of 16 MiB ids pinned about 4 GiB; 24
+    calls with 8 MiB ids grew the server by about 190 MiB. A ``session`` is now a handle the
+    server minted: what a client passes is looked up, never kept (each refused at once)."""
     with raw_serve("--workspace", str(tmp_path)) as raw:
         await trio.to_thread.run_sync(raw.initialize)
         raw.call(1, "run_python", {"code": "1"})
@@ -234,14 +232,13 @@ async def test_session_ids_are_bounded_in_length(tmp_path: pathlib.Path) -> None
 
         def flood() -> None:
             for n in range(24):
-                session_id = chr(ord("a") + n) * (8 * 2**20)
-                args = {"code": "", "session_id": session_id, "inputs": {"x": too_deep()}}
-                raw.call(100 + n, "run_python", args)
-                raw.receive(100 + n)
+                handle = chr(ord("a") + n) * (8 * 2**20)
+                raw.call(100 + n, "run_python", {"code": "", "session": handle})
+                assert "unknown" in json.dumps(raw.receive(100 + n))
 
         await trio.to_thread.run_sync(flood)
         grown = rss_kib(raw.process.pid) - before
-        assert grown < 64 * 1024, f"serve kept {grown // 1024} MiB for 24 session ids"
+        assert grown < 64 * 1024, f"serve kept {grown // 1024} MiB for 24 session handles"
 
 
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
@@ -386,19 +383,19 @@ async def test_a_client_with_many_mcp_sessions_cannot_close_another_clients_sess
         def attack() -> Any:
             with httpx.Client(timeout=30) as http:
                 victim = http_initialize(http, url)
-                kept = {"code": "secret = 'the victim keeps this'", "session_id": "mine"}
+                kept = {"code": "secret = 'the victim keeps this'"}
                 params = {"name": "run_python", "arguments": kept}
                 call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
-                assert 'isError":false' in http.post(url, headers=victim, json=call).text
+                first = http.post(url, headers=victim, json=call).text
+                assert 'isError":false' in first
+                line = next(line for line in first.splitlines() if line.startswith("data:"))
+                mine = json.loads(line[5:])["result"]["structuredContent"]["session"]
                 for _ in range(8):
                     other = http_initialize(http, url)
-                    params = {"name": "run_python", "arguments": {"code": "", "session_id": "s"}}
+                    params = {"name": "run_python", "arguments": {"code": ""}}
                     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
                     http.post(url, headers=other, json=call)
-                params = {
-                    "name": "run_python",
-                    "arguments": {"code": "secret", "session_id": "mine"},
-                }
+                params = {"name": "run_python", "arguments": {"code": "secret", "session": mine}}
                 call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params}
                 answer = http.post(url, headers=victim, json=call).text
                 line = next(line for line in answer.splitlines() if line.startswith("data:"))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from serving import Raw
 
-BRIEF_FIELDS = {"ok", "value", "stdout", "error", "outputs", "dropped", "value_note"}
+BRIEF_FIELDS = {"ok", "value", "stdout", "error", "outputs", "dropped", "value_note", "session"}
 
 
 def structured(tmp_path: Path, *args: str) -> dict[str, object]:
