@@ -290,7 +290,11 @@ async def stdio_transport(
             async with write_receive:
                 async for message in write_receive:
                     data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    await process.stdin.send(data.encode() + b"\n")
+                    # A message taken is written whole, whatever cancels the connection meanwhile
+                    # (no lost courtesy cancel at close, no half a line); a server that stops
+                    # reading can't hold it: closing its stdin (``_stop``) ends the write.
+                    with anyio.CancelScope(shield=True):
+                        await process.stdin.send(data.encode() + b"\n")
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             log.warning("server %r: couldn't write to its stdin: %s", name, exc)
             cancel.cancel()  # a connection that can't send is over
