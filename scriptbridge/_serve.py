@@ -80,6 +80,7 @@ from typing import Any, Final
 import anyio
 import mcp_types as types
 import uvicorn
+from mcp.server.caching import CacheHint
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
@@ -111,6 +112,9 @@ ANSWER_GRACE_S: Final = 0.2
 """After a drain, how long the answers of the last calls are given to reach the client."""
 GRACEFUL_SHUTDOWN_S: Final = 2
 """After a drain, the seconds uvicorn waits for open connections before it closes them."""
+TOOL_LIST_TTL_MS: Final = 10_000
+"""How long a client may cache ``tools/list`` (2026-07-28's ``ttlMs``): a listing is the same
+for every client (``public``), and a tool server's new tools reach it within this."""
 MAX_SESSIONS: Final = 256
 """Sessions open at once, by default."""
 PRINTED_MAX_CHARS: Final = 20_000
@@ -330,6 +334,8 @@ class RunPythonServer:
         self._log_floor = LOG_LEVELS.index("debug")
         self.server: Server[Any] = Server(
             "scriptbridge",
+            version=_installed_version(),
+            cache_hints={"tools/list": CacheHint(ttl_ms=TOOL_LIST_TTL_MS, scope="public")},
             instructions="Call run_python with a script; its description lists the tools.",
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
@@ -479,7 +485,7 @@ class RunPythonServer:
             return []
         return [
             types.Tool(name=spec.name, description=spec.description, input_schema=spec.input_schema)
-            for spec in self.bridge.tool_specs()
+            for spec in sorted(self.bridge.tool_specs(), key=lambda spec: spec.name)
             if spec.name != TOOL_NAME
         ]
 
@@ -762,6 +768,16 @@ def _identity_of(ctx: ServerRequestContext[Any]) -> str:
     headers = getattr(request, "headers", None)
     value = headers.get("mcp-session-id") if headers is not None else None
     return f"mcp-session:{value}" if isinstance(value, str) else "http"
+
+
+def _installed_version() -> str:
+    """This package's installed version, as ``server/discover`` and ``initialize`` say it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("scriptbridge")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
 
 
 def _duration(seconds: float) -> str:

@@ -9,8 +9,10 @@ legacy (handshake) mode."""
 from __future__ import annotations
 
 import pathlib
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from importlib.metadata import version
 from typing import Any
 
 import httpx2
@@ -18,7 +20,9 @@ import pytest
 import trio
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from serving import http_serve
+from mcp.types import Implementation
+from mcp_types import SERVER_INFO_META_KEY
+from serving import ROOT, http_serve
 
 from scriptbridge import Bridge
 from scriptbridge._handles import PREFIX
@@ -188,3 +192,31 @@ def test_a_token_file_names_each_client(tmp_path: pathlib.Path) -> None:
         path.write_text(bad)
         with pytest.raises(ValueError, match=why):
             read_tokens(path)
+
+
+@pytest.mark.parametrize("mode", ["2026-07-28", "auto", "legacy"])
+async def test_a_client_learns_the_servers_real_name_and_version(
+    tmp_path: pathlib.Path, mode: str
+) -> None:
+    """``server/discover`` (2026-07-28; ``auto`` probes it) and ``initialize`` (legacy) give
+    this server's name and installed version; ``tools/list`` is in a fixed order,
+    ``run_python`` first, then the exposed tools by name, and says how long it may be cached."""
+    catalog = f"catalog={sys.executable} {ROOT / 'examples' / 'catalog_server.py'}"
+    args = ("--workspace", str(tmp_path), "--mcp", catalog, "--expose-tools")
+    async with (
+        http_serve(*args, exits_cleanly=True) as url,
+        http_client(url, mode) as client,
+    ):
+        info = client.server_info
+        if mode == "2026-07-28":  # pinned: no probe was made, so ask
+            discovered = await client.session.send_discover(mode)
+            info = Implementation.model_validate(discovered["_meta"][SERVER_INFO_META_KEY])
+        assert info is not None and (info.name, info.version) == (
+            "scriptbridge",
+            version("scriptbridge"),
+        )
+        listed = await client.list_tools()
+        names = [tool.name for tool in listed.tools]
+        assert names[0] == "run_python" and names[1:] == sorted(names[1:]) and len(names) > 2
+        if mode != "legacy":
+            assert listed.ttl_ms is not None and listed.ttl_ms > 0
