@@ -12,7 +12,7 @@ NPM_STAMP := $(NPM_DIR)/.installed
 $(STAMP): pyproject.toml hatch_build.py scriptbridge/_fastcontent.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,smolagents,langgraph]'
+	$(BIN)/python -m pip install --quiet -e '.[test,smolagents,langgraph,fastmcp]'
 	touch $(STAMP)
 
 lint: $(STAMP)
