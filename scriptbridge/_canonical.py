@@ -11,7 +11,9 @@ server sees:
   ``2130706433``, ``0177.1``) becomes its dotted quad, IPv6 its compressed form, and an
   IPv4-mapped IPv6 address its IPv4 address;
 - the default port dropped; an empty path is ``/``; dot segments removed;
-- percent-encoding normalized: unreserved characters decoded, hex digits uppercased;
+- percent-encoding normalized: unreserved characters decoded, hex digits uppercased, and a
+  stray ``%`` (not two hex digits after it) written ``%25``, the literal percent a lenient
+  server reads it as (joining the two errs toward a shared key, and keeps every key its own);
 - the fragment and any userinfo dropped (the fetcher refuses uris with userinfo anyway).
 
 For any other scheme the key is the uri as sent, with its scheme lowercased; a string without a
@@ -44,7 +46,8 @@ the uri itself, with ``/`` put in for an empty path (before a query too): the fu
 as ``tests/test_canonical.py`` checks on every spelling class and on generated uris."""
 
 _IPV4_SPELLING: Final = re.compile(r"(0x[0-9a-f]*|[0-9]+)(\.(0x[0-9a-f]*|[0-9]+)){0,3}")
-_PERCENT: Final = re.compile(r"%([0-9A-Fa-f]{2})")
+_PERCENT: Final = re.compile(r"%([0-9A-Fa-f]{2})?")
+"""An escape, or a stray ``%`` (no two hex digits after it): the literal percent ``%25`` is."""
 _UNRESERVED: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 
@@ -108,7 +111,13 @@ def _canonical_host(host: str) -> str:
 
 
 def _normalize_percent(text: str) -> str:
+    """Escapes of unreserved characters decoded, every other escape in upper case, and a stray
+    ``%`` written ``%25``: so decoding can't join a stray ``%`` to what follows into a new
+    escape, and a key is its own key."""
+
     def one(match: re.Match[str]) -> str:
+        if match.group(1) is None:
+            return "%25"
         char = chr(int(match.group(1), 16))
         return char if char in _UNRESERVED else f"%{match.group(1).upper()}"
 

@@ -122,3 +122,25 @@ def test_the_fast_path_gives_the_full_paths_key(uri: str) -> None:
 def test_an_empty_path_before_a_query_is_one_request_with_a_slash() -> None:
     """``http://h.example?x`` and ``http://h.example/?x`` lead to one request: one key."""
     assert canonical_key("http://h.example?x") == canonical_key("http://h.example/?x")
+
+
+@pytest.mark.parametrize(
+    ("stray", "same"),
+    [
+        ("https://example.com/./%41%%41f-NN", "https://example.com/A%25Af-NN"),
+        ("https://example.com/a%", "https://example.com/a%25"),
+        ("https://example.com/a%4", "https://example.com/a%254"),
+        ("https://example.com/a%zz", "https://example.com/a%25zz"),
+        ("https://example.com/?q=%%41", "https://example.com/?q=%25A"),
+    ],
+)
+def test_a_stray_percent_is_a_literal_percent_and_every_key_is_its_own_key(
+    stray: str, same: str
+) -> None:
+    """A ``%`` not starting an escape is the literal percent ``%25`` is (a lenient server reads
+    both so), so the two share a key, and the key is its own key: decoding ``%41`` beside a
+    stray ``%`` can't make a new escape (``%41%%41f`` gave ``A%Af``, whose own key is
+    ``A%AF``: found by the canonical fuzz target)."""
+    key = canonical_key(stray)
+    assert key == canonical_key(same)
+    assert canonical_key(key) == key
