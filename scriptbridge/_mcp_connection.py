@@ -178,7 +178,8 @@ class Connection:
         try:
             with scope:
                 try:
-                    return await self.dispatcher.send_raw_request(method, params, options)
+                    result = await self.dispatcher.send_raw_request(method, params, options)
+                    return _complete(name, method, result)
                 except MCPError as exc:
                     raise self._failure(
                         method, exc, time.monotonic() - started, timeout_s
@@ -273,6 +274,43 @@ class Connection:
 
 def _ignore_progress(progress: float, total: float | None, message: str | None) -> None:
     """Progress of a call made outside any run: nobody shows it."""
+
+
+INPUT_WANTED: Final = {
+    "elicitation/create": "elicitation",
+    "sampling/createMessage": "sampling: a model's completion",
+    "roots/list": "roots: the client's roots",
+}
+"""What each request a server may ask of its client is, as an error says it."""
+
+
+def _complete(name: str, method: str, result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` if it is a complete result (``resultType`` absent or ``complete``); raises
+    :class:`ToolServerError` for one that asks for input (``input_required``, SEP-2322: this
+    client answers no server requests, so the call can't go on), saying what the server
+    wanted, and for a result type this client doesn't know."""
+    kind = result.get("resultType")
+    if kind is None or kind == "complete":
+        return result
+    if kind != "input_required":
+        return_type = shown(repr(kind), 60)
+        raise ToolServerError(
+            f"server {name!r} answered {method} with a result of type {return_type}, which "
+            "this client doesn't read"
+        )
+    requests = result.get("inputRequests")
+    wanted: list[str] = []
+    for request in list(requests.values())[:3] if isinstance(requests, dict) else []:
+        asked = request.get("method") if isinstance(request, dict) else None
+        what = INPUT_WANTED.get(asked, shown(repr(asked), 60)) if isinstance(asked, str) else "?"
+        params = request.get("params") if isinstance(request, dict) else None
+        message = params.get("message") if isinstance(params, dict) else None
+        wanted.append(f"{what}: {shown(repr(message), 300)}" if isinstance(message, str) else what)
+    said = "; ".join(wanted) or "it didn't say what"
+    raise ToolServerError(
+        f"server {name!r} asked for input ({said}) to finish {method}, and this client gives "
+        "none: call it with the arguments it needs, or use it from a client that can answer"
+    )
 
 
 def _reason(exc: BaseException) -> str:

@@ -131,3 +131,19 @@ async def test_a_bridge_exits_cleanly_whatever_a_server_did(
 
         nursery.start_soon(one_more)
         await started.wait()  # the bridge closes with that run under way (or just done)
+
+
+async def test_a_server_wanting_input_reaches_the_script_as_a_tool_error(
+    tmp_path: pathlib.Path,
+) -> None:
+    """SEP-2322's ``input_required`` reaches a script as a ``ToolError`` saying what the server
+    wanted (not an empty result)."""
+    async with Bridge(tmp_path / "ws") as bridge:
+        await bridge.add_server(McpServer(sys.executable, [HOSTILE], name="h"))
+        result = await bridge.run(
+            "try:\n    call_tool('h.needinput', {})\n"
+            "except ToolError as exc:\n    said = str(exc)\n"
+            "said"
+        )
+        assert result.ok, result.error
+        assert "asked for input (elicitation: 'Which account" in result.value

@@ -118,3 +118,31 @@ async def test_stderr_and_log_messages_go_to_logging(
     assert logged.levelno == logging.WARNING and "\x1b" not in logged.getMessage()
     (stderr,) = [r for r in records if "red" in r.getMessage()]
     assert "a line on stderr" in stderr.getMessage() and "\x1b" not in stderr.getMessage()
+
+
+@pytest.mark.parametrize(
+    ("kind", "said"),
+    [
+        ("elicit", "asked for input (elicitation: 'Which account\\x1b[31m?')"),
+        ("sample", "asked for input (sampling: a model's completion)"),
+        ("roots", "asked for input (roots: the client's roots)"),
+        ("other", "a result of type 'something_new'"),
+    ],
+)
+async def test_a_result_that_wants_input_fails_the_call_saying_what_it_wanted(
+    nursery: trio.Nursery, kind: str, said: str
+) -> None:
+    """A 2026-07-28 server's ``resultType: "input_required"`` (SEP-2322) is no tool result:
+    the call fails with a ToolServerError (a script's ``ToolError``) saying what the server
+    wanted, its message escaped and bounded, not an empty result; a result type this client
+    doesn't know fails the same way."""
+    server = McpServer(sys.executable, [HOSTILE], name="h")
+    await server.open(nursery)
+    try:
+        with pytest.raises(ToolServerError) as failed:
+            await server.call_tool("needinput", {"kind": kind})
+        assert said in str(failed.value), str(failed.value)
+        assert "\x1b" not in str(failed.value)
+        assert text_of(await server.call_tool("echo", {"x": 1})) == '{"x": 1}'  # still serving
+    finally:
+        await server.aclose()

@@ -7,8 +7,9 @@ invalid UTF-8), ``notjsonrpc`` (JSON lines that aren't JSON-RPC messages), ``lon
 stdout and stays alive), ``ask`` and ``pingme`` (send the client a request of their own, then
 answer), ``progress`` (``{"seconds": s}``: one ``notifications/progress`` for the call's token,
 then answers after s seconds), ``log`` (a ``notifications/message``), ``stderr`` (writes a line
-with an escape sequence to stderr) and ``addtool`` (adds the tool ``added`` and sends
-``notifications/tools/list_changed``).
+with an escape sequence to stderr), ``addtool`` (adds the tool ``added`` and sends
+``notifications/tools/list_changed``) and ``needinput`` (answers as a 2026-07-28 server wanting
+input, ``resultType: "input_required"``: ``{"kind": "elicit"|"sample"|"roots"|"other"}``).
 
 With ``HOSTILE_TOOLS=odd`` in its environment it also lists tools no script can call (a
 600-character name, spaces, a non-str, an empty name, a duplicate); with ``HOSTILE_TOOLS=many``,
@@ -52,6 +53,23 @@ def call(rid: object, params: dict[str, object]) -> None:
     token = meta.get("progressToken") if isinstance(meta, dict) else None
     if name == "crash":
         os._exit(3)
+    if name == "needinput":
+        kind = args.get("kind", "elicit")
+        wanted = {
+            "elicit": {
+                "method": "elicitation/create",
+                "params": {"message": "Which account\x1b[31m?", "requestedSchema": {}},
+            },
+            "sample": {"method": "sampling/createMessage", "params": {"messages": []}},
+            "roots": {"method": "roots/list"},
+        }
+        result: dict[str, object] = {"resultType": "input_required", "requestState": "s1"}
+        if kind in wanted:
+            result["inputRequests"] = {"ask": wanted[kind]}
+        else:
+            result["resultType"] = "something_new"
+        send({"jsonrpc": "2.0", "id": rid, "result": result})
+        return
     if name == "hang":
         return
     if name == "closeout":
@@ -145,6 +163,7 @@ def main() -> None:
                 "log",
                 "stderr",
                 "addtool",
+                "needinput",
                 *added,
             ]
             extra = os.environ.get("HOSTILE_TOOLS")
