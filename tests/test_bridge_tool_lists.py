@@ -25,7 +25,9 @@ async def test_uncallable_tool_names_are_left_out_with_a_reason(
         server = McpServer(sys.executable, [HOSTILE_SERVER], name="h", env={"HOSTILE_TOOLS": "odd"})
         with caplog.at_level(logging.WARNING, logger="scriptbridge.mcp"):
             await bridge.add_server(server)
-        assert "ok.b-c_d" in server.tools and len(server.tools) == 15
+        plain = McpServer(sys.executable, [HOSTILE_SERVER], name="plain")
+        await bridge.add_server(plain)  # the same server's list without the odd names
+        assert set(server.tools) == {*plain.tools, "ok.b-c_d"}
         assert "left out" in caplog.text and "600" in caplog.text
         result = await bridge.run("call_tool('h.echo', {'a': 1})['content'][0]['text']")
     assert result.ok, result.error
