@@ -94,13 +94,36 @@ class HostGone(BaseException):
     """The channel broke (host closed it, or sent something invalid): stop without reporting."""
 
 
+SEARCH: Final = "tools:search"
+DESCRIBE: Final = "tools:describe"
+"""What ``tools.search`` and ``tools.describe`` call: names no tool has (no ``:``), which the
+host answers from the run's tools."""
+MAX_QUERY_CHARS: Final = 1000
+
+
 @_guards.open_namespace
 class ToolsNamespace:
-    """``tools.<name>``: one callable per tool, names with ``.`` and ``-`` turned into ``_``."""
+    """``tools.<name>``: one callable per tool, names with ``.`` and ``-`` turned into ``_``;
+    and ``tools.search(query)`` and ``tools.describe(name)``, which find tools (a tool whose
+    name would be ``search`` or ``describe`` is reached with ``call_tool``)."""
 
-    __slots__ = ("_ambiguous", "_callables")
+    __slots__ = ("_ambiguous", "_callables", "_session")
     _ambiguous: dict[str, list[str]]
     _callables: dict[str, Callable[..., Any]]
+    _session: Session
+
+    def search(self, query: Any) -> list[str]:
+        """The stubs of the tools matching ``query`` best (words of what they do), best
+        first: how each is called, and what it does."""
+        words = exact_str(query, "tools.search's query")[:MAX_QUERY_CHARS]
+        found: list[str] = self._session.call_now(SEARCH, {"query": words})["data"]
+        return found
+
+    def describe(self, name: Any) -> str:
+        """The stub of the tool ``name`` (as ``call_tool`` takes it, or as ``tools.<name>``)."""
+        tool = exact_str(name, "tools.describe's name")
+        stub: str = self._session.call_now(DESCRIBE, {"name": tool})["data"]
+        return stub
 
     def __init__(self, session: Session, names: Sequence[str]) -> None:
         by_attribute: dict[str, list[str]] = {}
@@ -114,6 +137,7 @@ class ToolsNamespace:
         ambiguous = {a: o for a, o in by_attribute.items() if len(o) > 1}
         object.__setattr__(self, "_callables", callables)
         object.__setattr__(self, "_ambiguous", ambiguous)
+        object.__setattr__(self, "_session", session)
 
     def __getattr__(self, attribute: str) -> Callable[..., Any]:
         try:

@@ -133,6 +133,14 @@ def _parser() -> argparse.ArgumentParser:
         "default), or every field of the result, isolation and timings too (full)",
     )
     serve.add_argument(
+        "--describe-budget",
+        type=int,
+        default=8192,
+        metavar="BYTES",
+        help="bytes of tool stubs run_python's description carries; past it, an index of the "
+        "tools and a search_tools tool (8192)",
+    )
+    serve.add_argument(
         "--expose-tools",
         action="store_true",
         help="also offer the tools themselves beside run_python (their results as a model sees "
@@ -373,6 +381,7 @@ async def _serve(args: argparse.Namespace) -> int:
             expose_tools=args.expose_tools,
             unavailable=retries.unavailable,
             result_detail=args.result_detail,
+            describe_budget=args.describe_budget,
         )
         if where is None:
             await server.serve_stdio(drain_s=args.drain_s)

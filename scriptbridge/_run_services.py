@@ -43,6 +43,7 @@ from ._registry import ReferenceRecord, ReferenceRegistry
 from ._render import render_for_script
 from ._run_dirs import RunDir
 from ._run_state import RunState, ToolProgress
+from ._tool_search import DESCRIBE, SEARCH, describe_result, search_result
 from ._tool_table import Tool, ToolTable
 from ._tools import InvalidArguments
 
@@ -147,6 +148,13 @@ class RunServices:
     async def _invoke(self, name: str, args: dict[str, Any]) -> tuple[bool, Any]:
         """Call one tool and ingest its result; returns (True, the result) or (False, a
         one-line reason). Its marks have landed when this returns."""
+        if name in (SEARCH, DESCRIBE):  # tools.search / tools.describe, from the run's tools
+            specs = [tool.spec() for tool in self._tools.select(None)]
+            try:
+                found = search_result if name == SEARCH else describe_result
+                return True, found(specs, args)
+            except (LookupError, ValueError) as exc:
+                return False, str(exc)
         tool = self._tools.get(name)
         if tool is None:
             return False, _no_such_tool(name, self._tools.names)

@@ -94,7 +94,9 @@ from ._mcp_stdio import MAX_LINE_BYTES, READ_CHUNK, LineSplitter
 from ._results import ScriptResult
 from ._run_state import RunProgress
 from ._sessions import BridgeSession
+from ._stubs import render_tool_stub
 from ._supervisor import Bridge
+from ._tool_search import SEARCH_LIMIT, ToolIndex, brief, index_lines
 
 __all__ = ["MAX_SESSIONS", "PROGRESS_EVERY_S", "BearerGate", "RunPythonServer"]
 
@@ -159,6 +161,15 @@ a dict: its `data` (structured output), `content` (blocks) and `isError`. Write 
 The tools a script can call:
 
 """
+INDEXED: Final = """\
+Too many to show here in full: each line below is one of them, with \
+the first line of its description. Call search_tools(query) to see the matching ones in full \
+(detail="full"), or, in a script, tools.search(query) (their stubs) and tools.describe(name).
+
+"""
+SEARCH_TOOL: Final = "search_tools"
+DESCRIBE_BUDGET: Final = 8192
+"""Bytes of tool stubs ``run_python``'s description carries at most; past it, an index."""
 
 
 class Busy(Exception):
@@ -295,6 +306,8 @@ class RunPythonServer:
         session_idle_s: a session unused for this long is closed.
         max_sessions: sessions open at once.
         expose_tools: list the bridge's tools beside ``run_python`` (module doc).
+        describe_budget: bytes of stubs ``run_python``'s description carries; past it, an index
+            of the tools (name and first line each, within the budget) and ``search_tools``.
     """
 
     def __init__(
@@ -308,6 +321,7 @@ class RunPythonServer:
         expose_tools: bool = False,
         unavailable: Mapping[str, str] | None = None,
         result_detail: str = "brief",
+        describe_budget: int = DESCRIBE_BUDGET,
     ) -> None:
         if max_concurrent < 1 or max_queued < 0 or max_sessions < 1:
             raise ValueError("--max-concurrent and sessions must be at least 1, a queue 0")
@@ -326,6 +340,7 @@ class RunPythonServer:
         if result_detail not in ("brief", "full"):
             raise ValueError(f"--result-detail is brief or full, not {result_detail!r}")
         self.result_detail = result_detail
+        self.describe_budget = describe_budget
         """What ``structuredContent`` holds: ``brief`` (:data:`BRIEF_FIELDS`) or ``full``."""
         self.unavailable: Mapping[str, str] = {} if unavailable is None else unavailable
         """Tool servers that couldn't start, and why (a live view: ``serve`` tries them
@@ -449,8 +464,11 @@ class RunPythonServer:
     # --- handlers ---------------------------------------------------------------------------
 
     def tool(self) -> types.Tool:
-        """``run_python`` as ``tools/list`` shows it, with the bridge's current stubs."""
+        """``run_python`` as ``tools/list`` shows it, with the bridge's current stubs, or an
+        index of its tools when the stubs are past ``describe_budget``."""
         stubs = self.bridge.tool_stubs() or "# (no tools are offered)"
+        if self.indexed:
+            stubs = INDEXED + index_lines(self.bridge.tool_specs(), self.describe_budget)
         down = "".join(
             f"\n# server {name!r} isn't available now (tried again in the background): {why}"
             for name, why in sorted(self.unavailable.items())
@@ -478,6 +496,46 @@ class RunPythonServer:
             },
         )
 
+    @property
+    def indexed(self) -> bool:
+        """Whether the tools' stubs are past ``describe_budget`` (so ``run_python``'s
+        description carries an index, and ``search_tools`` is offered)."""
+        return len(self.bridge.tool_stubs().encode()) > self.describe_budget
+
+    def search_tool(self) -> types.Tool:
+        """``search_tools`` as ``tools/list`` shows it."""
+        return types.Tool(
+            name=SEARCH_TOOL,
+            description=(
+                "Find the tools a run_python script can call by what they do: the best "
+                f"matches for `query` (at most {SEARCH_LIMIT}), each as its name and the first "
+                'line of its description (detail="brief") or as its whole stub, how a script '
+                'calls it (detail="full").'
+            ),
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "words of what the tool does"},
+                    "detail": {"type": "string", "enum": ["brief", "full"], "default": "brief"},
+                },
+                "required": ["query"],
+            },
+        )
+
+    def _search(self, arguments: Mapping[str, Any]) -> types.CallToolResult:
+        query, detail = arguments.get("query"), arguments.get("detail", "brief")
+        if not isinstance(query, str):
+            return _refusal("`query` must be a string: words of what the tool does")
+        if detail not in ("brief", "full"):
+            return _refusal('`detail` is "brief" or "full"')
+        found = ToolIndex(self.bridge.tool_specs()).search(query)
+        shown = [brief(spec) if detail == "brief" else render_tool_stub(spec) for spec in found]
+        text = ("\n" if detail == "brief" else "\n\n").join(shown) or "no tool matches"
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)],
+            structured_content={"tools": shown},
+        )
+
     def exposed(self) -> list[types.Tool]:
         """The bridge's own tools as ``tools/list`` shows them with ``expose_tools`` (else
         none): name, description and input schema, no output schema (module doc)."""
@@ -492,7 +550,8 @@ class RunPythonServer:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[self.tool(), *self.exposed()])
+        search = [self.search_tool()] if self.indexed else []
+        return types.ListToolsResult(tools=[self.tool(), *search, *self.exposed()])
 
     async def _set_logging_level(
         self, ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
@@ -504,6 +563,8 @@ class RunPythonServer:
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         arguments: Mapping[str, Any] = params.arguments or {}
+        if params.name == SEARCH_TOOL and self.indexed:
+            return self._search(arguments)
         if params.name != TOOL_NAME:
             if self.expose_tools and params.name in self.bridge.tool_names:
                 return await self._served(self._call_exposed, params.name, arguments)

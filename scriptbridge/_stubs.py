@@ -51,13 +51,14 @@ import json
 import keyword
 import math
 import re
+import textwrap
 import unicodedata
 from collections.abc import Iterable
 from typing import Any, Final
 
 from ._tool_spec import ToolSpec
 
-__all__ = ["ALLOWED_IMPORTS", "render_stubs"]
+__all__ = ["ALLOWED_IMPORTS", "render_stubs", "render_tool_stub"]
 
 ALLOWED_IMPORTS: Final = (
     "json", "math", "re", "datetime", "collections", "itertools", "functools", "statistics",
@@ -119,6 +120,8 @@ top-level `return`) is its result. Besides builtins it has these globals, and no
 - tools.<name>(...): call a tool as its def in class tools below shows (keywords); it returns
   a ToolResult. The same as call_tool("<tool name>", {{...}}), which takes the name a def's
   docstring gives.
+- tools.search(words) -> list[str]: the stubs of the tools that match best, as below;
+  tools.describe(name) -> str: one tool's stub.
 - call_tools([(name, arguments), ...]): several calls at once, run concurrently; the results
   come back in the order of the calls.
 - fetch(reference): save a reference's payload to the workspace; returns its path,
@@ -235,6 +238,18 @@ def render_stubs(specs: Iterable[ToolSpec]) -> str:
             + "\n".join(by_name)
         )
     return "".join(out)
+
+
+def render_tool_stub(spec: ToolSpec) -> str:
+    """One tool's stub, as :func:`render_stubs` writes it in ``class tools`` (dedented), after
+    the classes its def names: what a search for tools answers with. Pure; never raises for
+    what the spec holds."""
+    stubs = _Stubs({spec.attribute})
+    reachable = _is_name(spec.attribute)
+    name = spec.attribute if reachable else stubs.def_name(spec.attribute)
+    body = textwrap.dedent(stubs.tool(spec, name, reachable=reachable))
+    classes = "".join(stubs.classes).strip("\n")
+    return f"{classes}\n\n\n{body}" if classes else body
 
 
 class _Stubs:
