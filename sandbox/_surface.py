@@ -68,7 +68,9 @@ SURFACE: Final[tuple[Row, ...]] = (
         "call_tool call_tools tools fetch read_text read_bytes write_text inputs ToolError "
         "Unfetchable",
         "the script API: each converts its arguments to exact builtin types before trusted code "
-        "reads them; tools.<name> are the run's tool callers; inputs is the run's own copy",
+        "reads them; tools.<name> are the run's tool callers, and tools.search and "
+        "tools.describe ask the host for stubs of the run's own tools (exact str in, plain data "
+        "out); inputs is the run's own copy",
     ),
     # ---------------------------------------------------------------- builtins
     Row("builtins", "None False True Ellipsis NotImplemented", "constants"),
