@@ -330,7 +330,6 @@ class RunPythonServer:
         self.session_idle_s = session_idle_s
         self.max_sessions = max_sessions
         self._slots = anyio.Semaphore(max_concurrent)
-        self._queued = 0
         self._sessions: Handles[BridgeSession] = Handles(session_idle_s)
         """Each open session, by the handle minted for it (module doc)."""
         self._draining = False
@@ -629,14 +628,13 @@ class RunPythonServer:
     async def _take_slot(self) -> Callable[[], None]:
         """Take one of ``max_concurrent`` slots, waiting in the queue for it (:class:`Busy`
         when the queue is full; :class:`ShuttingDown` when a drain began meanwhile); returns
-        what lets it go (at most once, however often it is called)."""
-        if self._slots.value == 0 and self._queued >= self.max_queued:
+        what lets it go (at most once, however often it is called). The queue is the calls
+        still waiting: one granted a slot as another let it go is no longer in it, though its
+        task has yet to run."""
+        waiting = self._slots.statistics().tasks_waiting
+        if self._slots.value == 0 and waiting >= self.max_queued:
             raise Busy
-        self._queued += 1
-        try:
-            await self._slots.acquire()
-        finally:
-            self._queued -= 1
+        await self._slots.acquire()
         held = [True]
 
         def release() -> None:

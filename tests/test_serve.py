@@ -129,19 +129,56 @@ async def test_lists_stubs_runs_upstream_tools_and_keeps_sessions(tmp_path: path
         assert any("1 tool call" in (message or "") for _, message in seen), seen
 
 
+GATE_TOOLS = """
+import os
+import time
+
+GATE = {gate!r}
+
+
+def is_open() -> dict:
+    \"\"\"Whether the test has opened the gate.\"\"\"
+    return {{"open": os.path.exists(GATE)}}
+
+
+def wait_open() -> dict:
+    \"\"\"Return once the test opens the gate (a file appearing).\"\"\"
+    while not os.path.exists(GATE):
+        time.sleep(0.01)
+    return {{"open": True}}
+"""
+
+HELD = "opened = tools.is_open()['data']['open']\nprint('started-{n}')\ntools.wait_open()\nopened"
+"""A script (``{n}`` its number) held until the test opens the gate; its value: whether the
+gate was open when it started (it printed ``started-{n}`` then)."""
+
+
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 async def test_cancel_kills_a_run_and_concurrency_is_bounded(
     tmp_path: pathlib.Path, transport: str
 ) -> None:
-    """With --max-concurrent 2 --max-queued 1, two runs go at once, one waits, the next fails
-    at once; a client's cancellation ends a long run within a second."""
+    """With --max-concurrent 2 --max-queued 1, two runs go at once, one waits (it starts only
+    once a slot is free), the next fails at once; a client's cancellation ends a long run and
+    frees its slot. Runs are held by a tool until the test lets them go: no sleeps."""
+    gate = tmp_path / "gate"
+    tools = tmp_path / "gate_tools.py"
+    tools.write_text(GATE_TOOLS.format(gate=str(gate)))
+    logged: list[str] = []
+
+    async def on_log(params: Any) -> None:
+        logged.append(str(params.data))
+
+    def started(*numbers: int) -> bool:
+        return all(f"started-{n}" in "".join(logged) for n in numbers)
+
+    args = ["--workspace", str(tmp_path / "ws"), "--tools", str(tools), "--timeout", "120"]
     async with serving(
-        "--workspace",
-        str(tmp_path),
+        *args,
         "--max-concurrent",
         "2",
         "--max-queued",
         "1",
+        logging_callback=on_log,
         transport=transport,
     ) as session:
         results: dict[int, Any] = {}
@@ -149,33 +186,44 @@ async def test_cancel_kills_a_run_and_concurrency_is_bounded(
         async def call(n: int, code: str) -> None:
             results[n] = await session.call_tool("run_python", {"code": code})
 
-        started = time.monotonic()
         async with trio.open_nursery() as nursery:
-            for n in range(3):
-                nursery.start_soon(call, n, "import asyncio\nawait asyncio.sleep(0.8)\n1")
-                await trio.sleep(0.05)
-            await trio.sleep(0.2)
-            refused = await session.call_tool("run_python", {"code": "1"})
+            for n in range(4):
+                nursery.start_soon(call, n, HELD.format(n=n))
+            with trio.fail_after(30):
+                while not results or "".join(logged).count("started-") < 2:
+                    await trio.sleep(0.01)
+            (refused,) = results.values()  # answered while the gate is shut: at once
             assert refused.is_error and "busy" in text_of(refused), text_of(refused)
-            assert time.monotonic() - started < 0.8
-        elapsed = time.monotonic() - started
-        assert all(not result.is_error for result in results.values()), results
-        assert 1.5 < elapsed < 6, elapsed  # the third waited for a slot
+            assert "".join(logged).count("started-") == 2, logged
+            gate.touch()
+        values = [r.structured_content["value"] for r in results.values() if not r.is_error]
+        assert sorted(values) == [False, False, True], [text_of(r) for r in results.values()]
 
-        with trio.move_on_after(1.0):
-            await session.call_tool("run_python", {"code": "while True:\n    pass"})
-        # within a second both slots are free again (the cancelled run has ended, its child
-        # reaped): two calls run and a third waits in the queue; were the endless loop still
-        # holding a slot, the second would take the queue's place and the third be refused
-        await trio.sleep(1.0)
+        gate.unlink()
+        async with trio.open_nursery() as nursery:  # an endless run, cancelled as it runs
+            cancelled = trio.CancelScope()
+
+            async def endless() -> None:
+                with cancelled:
+                    # what it printed goes out at its next call (a loop never sends it)
+                    endless = "print('spinning')\ntools.is_open()\nwhile True:\n    pass"
+                    await call(9, endless)
+
+            nursery.start_soon(endless)
+            with trio.fail_after(30):
+                while "spinning" not in "".join(logged):
+                    await trio.sleep(0.01)
+            cancelled.cancel()
+        # its slot is free again (the run ended, its child reaped): two held runs go at once
+        # (were it still running, one would wait in the queue until its wall time of 120 s)
         async with trio.open_nursery() as nursery:
-            for n in (3, 4):
-                nursery.start_soon(call, n, "import asyncio\nawait asyncio.sleep(0.6)\n2")
-                await trio.sleep(0.05)
-            await trio.sleep(0.2)
-            queued = await session.call_tool("run_python", {"code": "5"})
-        assert not queued.is_error, text_of(queued)
-        assert all(results[n].structured_content["value"] == 2 for n in (3, 4)), results
+            for n in (13, 14):
+                nursery.start_soon(call, n, HELD.format(n=n))
+            with trio.fail_after(30):
+                while not started(13, 14):
+                    await trio.sleep(0.01)
+            gate.touch()
+        assert all(results[n].structured_content["value"] is False for n in (13, 14)), results
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])

@@ -18,6 +18,7 @@ from typing import Any
 import httpx2
 import pytest
 import trio
+import trio.testing
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import Implementation
@@ -220,3 +221,33 @@ async def test_a_client_learns_the_servers_real_name_and_version(
         assert names[0] == "run_python" and names[1:] == sorted(names[1:]) and len(names) > 2
         if mode != "legacy":
             assert listed.ttl_ms is not None and listed.ttl_ms > 0
+
+
+async def test_a_call_granted_a_slot_is_not_counted_as_waiting(tmp_path: pathlib.Path) -> None:
+    """One slot, a queue of one: A holds the slot, B waits for it. A lets it go, so B has it
+    (B's task not yet resumed): the queue is empty, so C must wait in it, not be refused as
+    busy. It was, while B was still counted as waiting (the flake of serve's concurrency test:
+    a cancelled run let its slot go as two new calls came)."""
+    from scriptbridge._serve import Busy
+
+    async with Bridge(tmp_path / "ws") as bridge:
+        served = RunPythonServer(bridge, max_concurrent=1, max_queued=1)
+        release_a = await served._take_slot()
+        got: list[str] = []
+
+        async def take(name: str) -> None:
+            try:
+                release = await served._take_slot()
+            except Busy:
+                got.append(f"{name} busy")
+                return
+            got.append(f"{name} has it")
+            release()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(take, "B")
+            await trio.testing.wait_all_tasks_blocked()  # B waits in the queue
+            release_a()  # B is granted the slot; its task hasn't run yet
+            with trio.fail_after(10):
+                await take("C")  # asks before B's task runs: waits for B to let it go
+        assert got == ["B has it", "C has it"], got
