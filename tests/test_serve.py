@@ -370,12 +370,20 @@ async def test_sigterm_drains_answers_every_call_and_leaves_no_child(
         assert below, "no child processes seen"
         raw.process.send_signal(signal.SIGTERM)
         signalled = time.monotonic()
-        await trio.sleep(0.1)
-        raw.call(4, "run_python", {"code": "1"})
-        answers = {n: await trio.to_thread.run_sync(raw.receive, n) for n in (4, 2, 3)}
+        refused, asked = None, 100
+        with trio.fail_after(30):  # calls are refused once the signal is taken: ask until one is
+            while refused is None:
+                raw.call(asked, "run_python", {"code": "1"})
+                answer = await trio.to_thread.run_sync(raw.receive, asked)
+                if "shut" in json.dumps(answer):
+                    refused = answer
+                else:  # sent before serve took the signal: it ran
+                    assert answer["result"]["structuredContent"]["value"] == 1, answer
+                    asked += 1
+        assert refused["result"]["isError"], refused
+        answers = {n: await trio.to_thread.run_sync(raw.receive, n) for n in (2, 3)}
         assert answers[2]["result"]["structuredContent"]["value"] == "short", answers[2]
         assert answers[3]["result"]["isError"] and "shut" in json.dumps(answers[3]), answers[3]
-        assert answers[4]["result"]["isError"] and "shut" in json.dumps(answers[4]), answers[4]
         code = await trio.to_thread.run_sync(lambda: raw.process.wait(timeout=30))
         assert code == 0, raw.process.communicate()
         assert time.monotonic() - signalled < 1.5 + 20, "the drain waited for the endless run"
