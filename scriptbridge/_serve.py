@@ -85,6 +85,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sandbox.protocol import check_plain
@@ -815,8 +816,10 @@ class BearerGate:
 def _identity_of(ctx: ServerRequestContext[Any]) -> str:
     """Who is calling, as a session handle is bound to it (module doc): ``token:NAME`` (the
     :class:`BearerGate` let the request in for that name), ``mcp-session:ID`` (a handshake-era
-    HTTP connection's ``Mcp-Session-Id``), ``http`` (a stateless HTTP connection without a
-    token) or ``stdio`` (the one client of a stdio server)."""
+    HTTP connection's ``Mcp-Session-Id``, which the SDK checks against the sessions it
+    opened), ``http`` (a stateless request without a token: the ``Mcp-Session-Id`` header such
+    a request may carry is checked by nothing, so it names no one) or ``stdio`` (the one client
+    of a stdio server)."""
     request = ctx.request
     scope = getattr(request, "scope", None)
     if not isinstance(scope, dict):
@@ -824,6 +827,8 @@ def _identity_of(ctx: ServerRequestContext[Any]) -> str:
     name = scope.get(IDENTITY_KEY)
     if isinstance(name, str):
         return f"token:{name}"
+    if ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+        return "http"  # stateless: an Mcp-Session-Id header it carries is checked by no one
     headers = getattr(request, "headers", None)
     value = headers.get("mcp-session-id") if headers is not None else None
     return f"mcp-session:{value}" if isinstance(value, str) else "http"

@@ -471,3 +471,58 @@ async def test_a_stdio_client_that_never_reads_cannot_hold_the_shutdown(
             f"serve --drain-s 0.5 still running {waited:.1f} s after SIGTERM: a client that "
             "doesn't read stdout holds it"
         )
+
+
+def stateless_call(rid: int, arguments: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any]]:
+    """A 2026-07-28 (stateless) ``tools/call`` of ``run_python``: its headers and body."""
+    headers = {
+        **HEADERS,
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "run_python",
+    }
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    params = {"name": "run_python", "arguments": arguments, "_meta": meta}
+    return headers, {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
+
+
+async def test_a_stateless_request_cant_claim_another_clients_mcp_session(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Identity. A session handle belongs to the MCP session that was given it; a stateless
+    (2026-07-28) request carries no MCP session, yet the server takes whatever
+    ``Mcp-Session-Id`` header it carries without checking it. With the victim's session id
+    and handle, a stateless request was the victim."""
+    async with http_serve("--workspace", str(tmp_path / "ws")) as url:
+
+        def attack() -> tuple[str, str]:
+            with httpx.Client(timeout=30) as http:
+                victim = http_initialize(http, url)
+                kept = http.post(url, headers=victim, json=tools_call(2, "secret = 'kept'"))
+                line = next(line for line in kept.text.splitlines() if line.startswith("data:"))
+                handle = json.loads(line[5:])["result"]["structuredContent"]["session"]
+                headers, body = stateless_call(3, {"code": "secret", "session": handle})
+                headers["Mcp-Session-Id"] = victim["mcp-session-id"]
+                stolen = http.post(url, headers=headers, json=body).text
+                again = http.post(
+                    url,
+                    headers=victim,
+                    json={
+                        "jsonrpc": "2.0",
+                        "id": 4,
+                        "method": "tools/call",
+                        "params": {
+                            "name": "run_python",
+                            "arguments": {"code": "secret", "session": handle},
+                        },
+                    },
+                ).text
+                return stolen, again
+
+        stolen, again = await trio.to_thread.run_sync(attack)
+        assert "kept" not in stolen and "unknown" in stolen, stolen
+        assert '"value":"kept"' in again.replace(" ", ""), again  # the victim still has it
