@@ -54,6 +54,7 @@ from ._wire import (
     ToolResults,
 )
 from .protocol import ProtocolError, encode_frame
+from .protocol._names import DESCRIBE_TOOL, MAX_QUERY_CHARS, SEARCH_TOOLS
 
 __all__ = [
     "HostGone",
@@ -94,13 +95,6 @@ class HostGone(BaseException):
     """The channel broke (host closed it, or sent something invalid): stop without reporting."""
 
 
-SEARCH: Final = "tools:search"
-DESCRIBE: Final = "tools:describe"
-"""What ``tools.search`` and ``tools.describe`` call: names no tool has (no ``:``), which the
-host answers from the run's tools."""
-MAX_QUERY_CHARS: Final = 1000
-
-
 @_guards.open_namespace
 class ToolsNamespace:
     """``tools.<name>``: one callable per tool, names with ``.`` and ``-`` turned into ``_``;
@@ -116,13 +110,13 @@ class ToolsNamespace:
         """The stubs of the tools matching ``query`` best (words of what they do), best
         first: how each is called, and what it does."""
         words = exact_str(query, "tools.search's query")[:MAX_QUERY_CHARS]
-        found: list[str] = self._session.call_now(SEARCH, {"query": words})["data"]
+        found: list[str] = self._session.call_now(SEARCH_TOOLS, {"query": words})["data"]
         return found
 
     def describe(self, name: Any) -> str:
         """The stub of the tool ``name`` (as ``call_tool`` takes it, or as ``tools.<name>``)."""
         tool = exact_str(name, "tools.describe's name")
-        stub: str = self._session.call_now(DESCRIBE, {"name": tool})["data"]
+        stub: str = self._session.call_now(DESCRIBE_TOOL, {"name": tool})["data"]
         return stub
 
     def __init__(self, session: Session, names: Sequence[str]) -> None:

@@ -33,7 +33,7 @@ from typing import Any, Final
 
 import trio
 
-from sandbox.protocol import MAX_DATA_NODES, FetchResult
+from sandbox.protocol import DESCRIBE_TOOL, MAX_DATA_NODES, SEARCH_TOOLS, FetchResult
 
 from . import lanes, markers
 from ._exceptions import ProtocolViolation
@@ -43,7 +43,7 @@ from ._registry import ReferenceRecord, ReferenceRegistry
 from ._render import render_for_script
 from ._run_dirs import RunDir
 from ._run_state import RunState, ToolProgress
-from ._tool_search import DESCRIBE, SEARCH, describe_result, search_result
+from ._tool_search import describe_result, search_result
 from ._tool_table import Tool, ToolTable
 from ._tools import InvalidArguments
 
@@ -148,10 +148,10 @@ class RunServices:
     async def _invoke(self, name: str, args: dict[str, Any]) -> tuple[bool, Any]:
         """Call one tool and ingest its result; returns (True, the result) or (False, a
         one-line reason). Its marks have landed when this returns."""
-        if name in (SEARCH, DESCRIBE):  # tools.search / tools.describe, from the run's tools
+        if name in (SEARCH_TOOLS, DESCRIBE_TOOL):  # tools.search, tools.describe: the run's own
             specs = [tool.spec() for tool in self._tools.select(None)]
             try:
-                found = search_result if name == SEARCH else describe_result
+                found = search_result if name == SEARCH_TOOLS else describe_result
                 return True, found(specs, args)
             except (LookupError, ValueError) as exc:
                 return False, str(exc)

@@ -19,13 +19,12 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Final
 
+from sandbox.protocol import MAX_QUERY_CHARS
+
 from ._stubs import render_tool_stub
 from ._tool_spec import ToolSpec
 
 __all__ = [
-    "DESCRIBE",
-    "MAX_QUERY_CHARS",
-    "SEARCH",
     "SEARCH_LIMIT",
     "ToolIndex",
     "brief",
@@ -34,14 +33,8 @@ __all__ = [
     "search_result",
 ]
 
-SEARCH: Final = "tools:search"
-DESCRIBE: Final = "tools:describe"
-"""What a script's ``tools.search(query)`` and ``tools.describe(name)`` call: names no tool
-can have (a tool's name has no ``:``), answered by the host from the run's own tools."""
 SEARCH_LIMIT: Final = 10
 """Tools one search returns at most."""
-MAX_QUERY_CHARS: Final = 1000
-"""A longer query is read up to here."""
 FIRST_LINE_CHARS: Final = 160
 K1: Final = 1.2
 B: Final = 0.75

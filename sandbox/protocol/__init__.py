@@ -64,9 +64,12 @@ from ._framing import encode_parts as encode_parts
 from ._names import CARRY_MAX_BYTES as CARRY_MAX_BYTES
 from ._names import CARRY_MAX_DEFINITIONS as CARRY_MAX_DEFINITIONS
 from ._names import CARRY_MAX_NAMES as CARRY_MAX_NAMES
+from ._names import DESCRIBE_TOOL as DESCRIBE_TOOL
 from ._names import LAYER_NAMES as LAYER_NAMES
 from ._names import MAX_PARAMETERS as MAX_PARAMETERS
+from ._names import MAX_QUERY_CHARS as MAX_QUERY_CHARS
 from ._names import PROTOCOL_VERSION as PROTOCOL_VERSION
+from ._names import SEARCH_TOOLS as SEARCH_TOOLS
 from ._names import ChildExit as ChildExit
 from ._names import Layer as Layer
 from ._names import ZygoteError as ZygoteError
@@ -112,13 +115,16 @@ __all__ = [
     "CARRY_MAX_DEFINITIONS",
     "CARRY_MAX_NAMES",
     "DEFAULT_FRAME_LIMIT",
+    "DESCRIBE_TOOL",
     "LAYER_NAMES",
     "LEAF_TYPES",
     "MAX_DATA_DEPTH",
     "MAX_DATA_NODES",
     "MAX_FRAME",
     "MAX_PARAMETERS",
+    "MAX_QUERY_CHARS",
     "PROTOCOL_VERSION",
+    "SEARCH_TOOLS",
     "CallFailed",
     "CallOk",
     "CallTool",

@@ -17,9 +17,12 @@ __all__ = [
     "CARRY_MAX_DEFINITIONS",
     "CARRY_MAX_NAMES",
     "DATAGRAM",
+    "DESCRIBE_TOOL",
     "LAYER_NAMES",
     "MAX_PARAMETERS",
+    "MAX_QUERY_CHARS",
     "PROTOCOL_VERSION",
+    "SEARCH_TOOLS",
     "ChildExit",
     "Layer",
     "ZygoteError",
@@ -48,6 +51,14 @@ LAYER_NAMES: Final[tuple[Layer, ...]] = get_args(Layer)
 MAX_PARAMETERS: Final = 32
 """The most argument names of one tool a ``start`` carries (a tool with more takes its
 arguments by keyword only)."""
+
+SEARCH_TOOLS: Final = "tools:search"
+DESCRIBE_TOOL: Final = "tools:describe"
+"""The names a script's ``tools.search(words)`` and ``tools.describe(name)`` call, which the
+host answers from the run's own tools: names no tool can have (a tool's name has no ``:``)."""
+
+MAX_QUERY_CHARS: Final = 1000
+"""The longest ``tools.search`` query read (a longer one is read up to here)."""
 
 CARRY_MAX_BYTES: Final = 2**20
 """The most a session step may carry to the next: the msgpack bytes of its plain globals (name
