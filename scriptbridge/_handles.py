@@ -101,13 +101,18 @@ class Handles(Generic[V]):
             raise HandleRefused("expired")
         raise HandleRefused("unknown")
 
-    def owned_by(self, owner: str) -> list[str]:
-        """The live handles of ``owner``, longest unused first."""
-        mine = [(held.last_used, h) for h, held in self._live.items() if held.owner == owner]
-        return [handle for _, handle in sorted(mine)]
+    def idle_of(self, owner: str) -> list[str]:
+        """The live handles of ``owner`` not in use, longest unused first."""
+        idle = [
+            (held.last_used, handle)
+            for handle, held in self._live.items()
+            if held.owner == owner and held.in_use == 0
+        ]
+        return [handle for _, handle in sorted(idle)]
 
-    def held(self, handle: str) -> Held[V] | None:
-        return self._live.get(handle)
+    def held(self, handle: str) -> Held[V]:
+        """What a live handle names (``KeyError`` for one that isn't live)."""
+        return self._live[handle]
 
     def expired(self) -> list[tuple[str, V]]:
         """Expire every handle unused for ``idle_s`` and not in use; returns each with its

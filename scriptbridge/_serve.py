@@ -340,8 +340,8 @@ class RunPythonServer:
         if result_detail not in ("brief", "full"):
             raise ValueError(f"--result-detail is brief or full, not {result_detail!r}")
         self.result_detail = result_detail
-        self.describe_budget = describe_budget
         """What ``structuredContent`` holds: ``brief`` (:data:`BRIEF_FIELDS`) or ``full``."""
+        self.describe_budget = describe_budget
         self.unavailable: Mapping[str, str] = {} if unavailable is None else unavailable
         """Tool servers that couldn't start, and why (a live view: ``serve`` tries them
         again), named in ``run_python``'s description."""
@@ -463,12 +463,14 @@ class RunPythonServer:
 
     # --- handlers ---------------------------------------------------------------------------
 
-    def tool(self) -> types.Tool:
-        """``run_python`` as ``tools/list`` shows it, with the bridge's current stubs, or an
-        index of its tools when the stubs are past ``describe_budget``."""
-        stubs = self.bridge.tool_stubs() or "# (no tools are offered)"
-        if self.indexed:
+    def tool(self, stubs: str | None = None) -> types.Tool:
+        """``run_python`` as ``tools/list`` shows it, with the bridge's current stubs
+        (``stubs``, when the caller has rendered them), or an index of its tools when the stubs
+        are past ``describe_budget``."""
+        stubs = self.bridge.tool_stubs() if stubs is None else stubs
+        if self.indexed(stubs):
             stubs = INDEXED + index_lines(self.bridge.tool_specs(), self.describe_budget)
+        stubs = stubs or "# (no tools are offered)"
         down = "".join(
             f"\n# server {name!r} isn't available now (tried again in the background): {why}"
             for name, why in sorted(self.unavailable.items())
@@ -496,11 +498,10 @@ class RunPythonServer:
             },
         )
 
-    @property
-    def indexed(self) -> bool:
-        """Whether the tools' stubs are past ``describe_budget`` (so ``run_python``'s
+    def indexed(self, stubs: str) -> bool:
+        """Whether the tools' ``stubs`` are past ``describe_budget`` (so ``run_python``'s
         description carries an index, and ``search_tools`` is offered)."""
-        return len(self.bridge.tool_stubs().encode()) > self.describe_budget
+        return len(stubs.encode()) > self.describe_budget
 
     def search_tool(self) -> types.Tool:
         """``search_tools`` as ``tools/list`` shows it."""
@@ -550,8 +551,9 @@ class RunPythonServer:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        search = [self.search_tool()] if self.indexed else []
-        return types.ListToolsResult(tools=[self.tool(), *search, *self.exposed()])
+        stubs = self.bridge.tool_stubs()
+        search = [self.search_tool()] if self.indexed(stubs) else []
+        return types.ListToolsResult(tools=[self.tool(stubs), *search, *self.exposed()])
 
     async def _set_logging_level(
         self, ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
@@ -563,7 +565,7 @@ class RunPythonServer:
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         arguments: Mapping[str, Any] = params.arguments or {}
-        if params.name == SEARCH_TOOL and self.indexed:
+        if params.name == SEARCH_TOOL and self.indexed(self.bridge.tool_stubs()):
             return self._search(arguments)
         if params.name != TOOL_NAME:
             if self.expose_tools and params.name in self.bridge.tool_names:
@@ -685,7 +687,7 @@ class RunPythonServer:
             try:
                 if held is None:
                     handle = await self._open_session(owner)
-                    held = self._sessions.look_up(handle, owner)
+                    held = self._sessions.held(handle)
                     held.in_use += 1
                 label = f"run_python-{next(self._labels)}"
                 printed = _Printed()
@@ -737,11 +739,7 @@ class RunPythonServer:
         answers ``expired``); :class:`TooManySessions` when the owner has none idle: no
         caller's sessions are ever closed to make room for another's."""
         if len(self._sessions) >= self.max_sessions:
-            idle = [
-                handle
-                for handle in self._sessions.owned_by(owner)
-                if (held := self._sessions.held(handle)) is not None and held.in_use == 0
-            ]
+            idle = self._sessions.idle_of(owner)
             if not idle:
                 raise TooManySessions
             await self._sessions.drop(idle[0], expired=True).__aexit__(None, None, None)

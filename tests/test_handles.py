@@ -71,7 +71,7 @@ def test_a_handle_in_use_does_not_expire() -> None:
     assert [h for h, _ in handles.expired()] == [handle]
 
 
-def test_owned_by_lists_the_owners_handles_longest_unused_first() -> None:
+def test_idle_of_lists_the_owners_idle_handles_longest_unused_first() -> None:
     clock = Clock()
     handles: Handles[str] = Handles(60, clock=clock)
     first = handles.mint("a", "1")
@@ -80,7 +80,9 @@ def test_owned_by_lists_the_owners_handles_longest_unused_first() -> None:
     handles.mint("b", "3")
     clock.now = 2
     handles.look_up(first, "a")
-    assert handles.owned_by("a") == [second, first]
+    assert handles.idle_of("a") == [second, first]
+    handles.held(second).in_use += 1  # in use: not idle
+    assert handles.idle_of("a") == [first]
 
 
 @given(
