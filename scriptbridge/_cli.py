@@ -54,6 +54,7 @@ from ._limits import Limits
 from ._mcp import McpServer
 from ._results import ScriptResult
 from ._run_state import RunProgress
+from ._serve_defaults import DESCRIBE_BUDGET, MAX_SESSIONS, SESSION_IDLE_S
 from ._server_retries import ServerRetries
 from ._spares import usable_cpus
 from ._supervisor import Bridge
@@ -63,9 +64,6 @@ from ._workspace import remove_tree
 __all__ = ["main"]
 
 PROGRESS_AFTER_S = 1.0
-SERVE_MAX_SESSIONS = 256
-"""``serve --max-sessions``'s default, said in its help: ``_serve.MAX_SESSIONS`` (this module
-imports ``_serve``, and with it the ``mcp`` SDK's server, only when ``serve`` runs)."""
 LAUNCHERS = frozenset({"node", "npx", "uvx", "uv", "python", "python3", "deno", "bun", "pipx"})
 NOT_NAME = re.compile(r"[^A-Za-z0-9_\-]+")
 
@@ -95,16 +93,17 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--max-sessions",
         type=int,
-        default=None,
+        default=MAX_SESSIONS,
         metavar="N",
-        help=f"sessions kept at once ({SERVE_MAX_SESSIONS})",
+        help=f"sessions kept at once ({MAX_SESSIONS})",
     )
     serve.add_argument(
         "--session-idle",
         type=float,
-        default=600.0,
+        default=SESSION_IDLE_S,
         metavar="S",
-        help="close a session unused this long; its handle then answers expired (600 s)",
+        help=f"close a session unused this long; its handle then answers expired "
+        f"({SESSION_IDLE_S:g} s)",
     )
     serve.add_argument(
         "--drain-s",
@@ -135,10 +134,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--describe-budget",
         type=int,
-        default=8192,
+        default=DESCRIBE_BUDGET,
         metavar="BYTES",
         help="bytes of tool stubs run_python's description carries; past it, an index of the "
-        "tools and a search_tools tool (8192)",
+        f"tools and a search_tools tool ({DESCRIBE_BUDGET})",
     )
     serve.add_argument(
         "--expose-tools",
@@ -365,7 +364,7 @@ async def _run(args: argparse.Namespace) -> int:
 
 async def _serve(args: argparse.Namespace) -> int:
     """``serve``: over stdio under trio, or over HTTP (``--http``) under asyncio."""
-    from ._serve import MAX_SESSIONS, RunPythonServer
+    from ._serve import RunPythonServer
 
     where = _http_address(args.http, args.token_file) if args.http else None
     failed: list[tuple[McpServer, str]] = []
@@ -377,7 +376,7 @@ async def _serve(args: argparse.Namespace) -> int:
             max_concurrent=args.max_concurrent,
             max_queued=args.max_queued,
             session_idle_s=args.session_idle,
-            max_sessions=MAX_SESSIONS if args.max_sessions is None else args.max_sessions,
+            max_sessions=args.max_sessions,
             expose_tools=args.expose_tools,
             unavailable=retries.unavailable,
             result_detail=args.result_detail,

@@ -94,6 +94,7 @@ from ._handles import HandleRefused, Handles
 from ._mcp_stdio import MAX_LINE_BYTES, READ_CHUNK, LineSplitter
 from ._results import ScriptResult
 from ._run_state import RunProgress
+from ._serve_defaults import DESCRIBE_BUDGET, MAX_SESSIONS, SESSION_IDLE_S
 from ._sessions import BridgeSession
 from ._stubs import render_tool_stub
 from ._supervisor import Bridge
@@ -118,8 +119,6 @@ GRACEFUL_SHUTDOWN_S: Final = 2
 TOOL_LIST_TTL_MS: Final = 10_000
 """How long a client may cache ``tools/list`` (2026-07-28's ``ttlMs``): a listing is the same
 for every client (``public``), and a tool server's new tools reach it within this."""
-MAX_SESSIONS: Final = 256
-"""Sessions open at once, by default."""
 PRINTED_MAX_CHARS: Final = 20_000
 """Characters of a script's printed output put in the text content (all of it is in
 ``structuredContent``)."""
@@ -169,8 +168,6 @@ the first line of its description. Call search_tools(query) to see the matching 
 
 """
 SEARCH_TOOL: Final = "search_tools"
-DESCRIBE_BUDGET: Final = 8192
-"""Bytes of tool stubs ``run_python``'s description carries at most; past it, an index."""
 
 
 class Busy(Exception):
@@ -317,7 +314,7 @@ class RunPythonServer:
         *,
         max_concurrent: int,
         max_queued: int,
-        session_idle_s: float = 600.0,
+        session_idle_s: float = SESSION_IDLE_S,
         max_sessions: int = MAX_SESSIONS,
         expose_tools: bool = False,
         unavailable: Mapping[str, str] | None = None,

@@ -9,7 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scriptbridge import _cli, _serve
+import pytest
+
+from scriptbridge import _cli, _serve_defaults
 
 HEAVY = ("mcp", "mcp_types", "httpx", "httpx2", "httpcore", "h11", "starlette", "uvicorn", "rich")
 """Top-level packages of what only a tool server (the ``mcp`` SDK), a payload fetch (httpx)
@@ -71,5 +73,15 @@ def test_a_tool_server_loads_the_sdk_when_it_opens(tmp_path: Path) -> None:
     assert "mcp" in heavy_loaded(code)
 
 
-def test_serve_help_names_serves_own_default() -> None:
-    assert _cli.SERVE_MAX_SESSIONS == _serve.MAX_SESSIONS
+def test_serve_help_names_serves_own_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    """The help says serve's defaults, which come from serve's defaults module (the command
+    line doesn't import serve, and its SDK, to say them)."""
+    with pytest.raises(SystemExit):
+        _cli.main(["serve", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    for said in (
+        f"sessions kept at once ({_serve_defaults.MAX_SESSIONS})",
+        f"answers expired ({_serve_defaults.SESSION_IDLE_S:g} s)",
+        f"a search_tools tool ({_serve_defaults.DESCRIBE_BUDGET})",
+    ):
+        assert said in shown, shown
